@@ -1,0 +1,101 @@
+import bytes from 'bytes';
+
+/** Everything the service reads from its environment, parsed and checked once at start-up. */
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly metricsPort: number;
+  readonly logLevel: LogLevel;
+  /** Largest request body accepted, in bytes. */
+  readonly bodyLimit: number;
+  /** How long to keep serving after SIGTERM before the listener closes, in milliseconds. */
+  readonly shutdownDelayMs: number;
+  /** How long in-flight requests may take to finish once the listener is closed, in milliseconds. */
+  readonly shutdownTimeoutMs: number;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** A configuration value that cannot be used; the message names the variable, the value and what is allowed. */
+export class ConfigError extends Error {
+  constructor(variable: string, value: string, allowed: string) {
+    super(`invalid configuration: ${variable}=${JSON.stringify(value)}: ${allowed}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Reads the configuration from `env`; throws a ConfigError on the first invalid value. */
+export function parseConfig(env: Env): Config {
+  const port = readInteger(env, 'PORT', 8080, 0, 65535);
+  const metricsPort = readInteger(env, 'METRICS_PORT', 9464, 0, 65535);
+  // Two listeners on one port would make the second fail at bind time with a less helpful error.
+  if (port !== 0 && port === metricsPort) {
+    throw new ConfigError('METRICS_PORT', String(metricsPort), 'must differ from PORT');
+  }
+  return {
+    port,
+    host: readHost(env),
+    metricsPort,
+    logLevel: readLogLevel(env),
+    bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
+    shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
+    shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
+  };
+}
+
+/** An unset or empty variable means "use the default", as most twelve-factor services treat it. */
+function raw(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function readInteger(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new ConfigError(name, value, `expected a whole number from ${min} to ${max}`);
+  }
+  return Number(value);
+}
+
+function readSeconds(env: Env, name: string, fallback: number, max: number): number {
+  const value = raw(env, name);
+  if (value === undefined) return fallback;
+  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > max) {
+    throw new ConfigError(name, value, `expected a number of seconds from 0 to ${max} (e.g. 5 or 0.5)`);
+  }
+  return Number(value);
+}
+
+function readHost(env: Env): string {
+  const value = raw(env, 'HOST');
+  if (value === undefined) return '0.0.0.0';
+  // A host name or an IPv4/IPv6 literal; anything with spaces, slashes or a scheme is a mistake.
+  if (!/^[A-Za-z0-9.:-]+$/.test(value)) {
+    throw new ConfigError('HOST', value, 'expected an IP address or host name to listen on, e.g. 0.0.0.0 or ::');
+  }
+  return value;
+}
+
+function readLogLevel(env: Env): LogLevel {
+  const value = raw(env, 'LOG_LEVEL');
+  if (value === undefined) return 'info';
+  const level = value.toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) {
+    throw new ConfigError('LOG_LEVEL', value, `expected one of ${LOG_LEVELS.join(', ')}`);
+  }
+  return level as LogLevel;
+}
+
+function readByteSize(env: Env, name: string, fallback: string): number {
+  const value = raw(env, name) ?? fallback;
+  // bytes.parse accepts "1048576", "512kb", "1mb", "1.5MB"; it returns null or NaN for nonsense.
+  const parsed = /^\d+(\.\d+)?\s*(b|kb|mb|gb)?$/i.test(value) ? bytes.parse(value) : null;
+  if (parsed === null || !Number.isSafeInteger(parsed) || parsed < 1) {
+    throw new ConfigError(name, value, 'expected a positive size in bytes, or with a unit: 512kb, 1mb, 10mb');
+  }
+  return parsed;
+}

@@ -1,0 +1,143 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
+import type { ServiceInfo } from './service-info';
+import { spanExportStats } from './telemetry-state';
+
+/** The route label of requests that matched no route: a fixed value, never the raw path. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+/** OpenTelemetry semantic-convention buckets for http.server.request.duration, in seconds. */
+export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+
+const NO_EXEMPLAR = Object.freeze({});
+
+export interface Metrics {
+  readonly registry: Registry<RegistryContentType>;
+  /** Counts ids issued; equals the number of 201 answers. */
+  countProductIdIssued(): void;
+  /** Records one finished request. `traceId` is given for sampled requests and becomes an exemplar. */
+  observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void;
+  /** The exposition in the format the scraper asked for through its Accept header. */
+  render(accept: string | undefined): Promise<{ contentType: string; body: string }>;
+}
+
+export interface MetricsOptions {
+  service: ServiceInfo;
+  /** Node process metrics (CPU, memory, event loop, GC). Off in tests that build many apps. */
+  processMetrics: boolean;
+}
+
+export function createMetrics(options: MetricsOptions): Metrics {
+  // Its content type is chosen per scrape (see render): OpenMetrics, the only format that carries
+  // exemplars, when the scraper asks for it, plain Prometheus text otherwise.
+  const registry = new Registry<RegistryContentType>();
+  // prom-client only lets exemplar-carrying metrics join a registry that is in OpenMetrics mode.
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+
+  const productIdsIssued = new Counter({
+    name: 'product_ids_issued_total',
+    help: 'Product ids issued (the number of 201 answers to POST /product).',
+    registers: [registry],
+  });
+
+  const requestDuration = new Histogram({
+    name: 'http_server_request_duration_seconds',
+    help: 'Duration of HTTP server requests, from the first middleware to the response being handed to Node.',
+    labelNames: ['http_request_method', 'http_route', 'http_response_status_code'] as const,
+    buckets: DURATION_BUCKETS,
+    enableExemplars: true,
+    registers: [registry],
+  });
+
+  new Gauge({
+    name: 'product_service_build_info',
+    help: 'Always 1; the labels say which build is running.',
+    labelNames: ['version', 'revision', 'nodejs_version'] as const,
+    registers: [registry],
+  }).set({ version: options.service.version, revision: options.service.revision, nodejs_version: process.version }, 1);
+
+  registerSpanExportMetrics(registry);
+  if (options.processMetrics) collectDefaultMetrics({ register: registry });
+
+  return {
+    registry,
+    countProductIdIssued: () => productIdsIssued.inc(),
+    observeRequest(method, route, status, seconds, traceId) {
+      requestDuration.observe({
+        labels: { http_request_method: method, http_route: route, http_response_status_code: status },
+        value: seconds,
+        // prom-client types exemplar labels as if they were the metric's own label names.
+        exemplarLabels: (traceId === undefined ? NO_EXEMPLAR : { trace_id: traceId }) as LabelValues<string>,
+      });
+    },
+    render: createRenderer(registry),
+  };
+}
+
+/** Self-metrics of the trace pipeline, named after the OpenTelemetry SDK semantic conventions. */
+function registerSpanExportMetrics(registry: Registry<RegistryContentType>): void {
+  new Counter({
+    name: 'otel_sdk_processor_span_processed_total',
+    help: 'Finished spans handled by the batch span processor; error_type="queue_full" counts spans dropped because the export queue was full.',
+    labelNames: ['error_type'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(spanExportStats.queued);
+      this.inc({ error_type: 'queue_full' }, spanExportStats.droppedQueueFull);
+    },
+  });
+  new Counter({
+    name: 'otel_sdk_exporter_span_exported_total',
+    help: 'Spans the OTLP exporter tried to send; error_type is set on spans whose export failed.',
+    labelNames: ['error_type'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(spanExportStats.exported);
+      this.inc({ error_type: 'export_failed' }, spanExportStats.exportFailed);
+    },
+  });
+  new Gauge({
+    name: 'otel_sdk_processor_span_queue_size',
+    help: 'Finished spans waiting in the export queue.',
+    registers: [registry],
+    collect() {
+      this.set(spanExportStats.queueSize);
+    },
+  });
+  new Gauge({
+    name: 'otel_sdk_processor_span_queue_capacity',
+    help: 'The most finished spans the export queue holds before it drops new ones.',
+    registers: [registry],
+    collect() {
+      this.set(spanExportStats.queueCapacity);
+    },
+  });
+}
+
+/**
+ * prom-client renames counters in place while it writes OpenMetrics (it strips "_total" from
+ * metric.name, see Registry.metrics), which would break the next plain-text scrape. So each
+ * scrape runs alone, in the format asked for, and the names are put back afterwards.
+ */
+function createRenderer(registry: Registry<RegistryContentType>): Metrics['render'] {
+  let queue: Promise<unknown> = Promise.resolve();
+  return (accept) => {
+    const openMetrics = accept !== undefined && accept.includes('application/openmetrics-text');
+    const run = async (): Promise<{ contentType: string; body: string }> => {
+      const counters = registry.getMetricsAsArray().filter((metric) => String(metric.type) === 'counter');
+      const names = counters.map((metric) => metric.name);
+      registry.setContentType(openMetrics ? Registry.OPENMETRICS_CONTENT_TYPE : Registry.PROMETHEUS_CONTENT_TYPE);
+      try {
+        return { contentType: registry.contentType, body: await registry.metrics() };
+      } finally {
+        counters.forEach((metric, index) => {
+          (metric as { name: string }).name = names[index] as string;
+        });
+      }
+    };
+    const result = queue.then(run, run);
+    queue = result.catch(() => undefined);
+    return result;
+  };
+}

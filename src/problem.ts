@@ -1,0 +1,34 @@
+import { STATUS_CODES } from 'node:http';
+
+/**
+ * RFC 9457 problem details: the one shape of every error answer this service gives.
+ * `type` is "about:blank" because the HTTP status already says everything a client can act on;
+ * the RFC then asks that `title` be the status phrase.
+ */
+export interface ProblemDetails {
+  type: 'about:blank';
+  title: string;
+  status: number;
+  detail?: string;
+}
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+export function problem(status: number, detail?: string): ProblemDetails {
+  const body: ProblemDetails = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status };
+  if (detail !== undefined) body.detail = detail;
+  return body;
+}
+
+/** An error that carries the status and the detail to answer with. Anything else thrown becomes a 500. */
+export class HttpProblem extends Error {
+  constructor(
+    readonly status: number,
+    readonly detail?: string,
+    /** Headers the answer needs, e.g. `Connection: close` after an unread body. */
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(detail ?? STATUS_CODES[status] ?? 'Error');
+    this.name = 'HttpProblem';
+  }
+}

@@ -1,0 +1,44 @@
+import { randomInt } from 'node:crypto';
+import { METHODS } from 'node:http';
+import Router from '@koa/router';
+import { trace } from '@opentelemetry/api';
+import { drainRequestBody } from './request-body';
+
+export interface RouteDependencies {
+  /** Largest request body accepted, in bytes. */
+  bodyLimit: number;
+  /** Called once per id issued (counts product_ids_issued_total). */
+  onProductIdIssued: () => void;
+  /** Draws a product id; the spec's range by default. Tests replace it to provoke failures. */
+  issueProductId?: () => number;
+}
+
+/** Uniform over [1, 2147483646] from the CSPRNG: randomInt's upper bound is exclusive. */
+export const randomProductId = (): number => randomInt(1, 2147483647);
+
+export function createRouter(deps: RouteDependencies): Router {
+  const issueProductId = deps.issueProductId ?? randomProductId;
+  // Every method Node's parser accepts is "implemented", so a known path with another method
+  // gets 405 with Allow (from allowedMethods), never 501.
+  const router = new Router({ methods: [...METHODS] });
+
+  router.post('/product', async (ctx) => {
+    // The spec never interprets the body; it is read to its end (and the size limit enforced)
+    // before the id is issued, so an id is only counted for a request that was fully received.
+    await drainRequestBody(ctx.req, deps.bodyLimit);
+    const productId = issueProductId();
+    trace.getActiveSpan()?.setAttribute('product.id', productId);
+    deps.onProductIdIssued();
+    ctx.status = 201;
+    ctx.set('Content-Type', 'application/json; charset=utf-8');
+    ctx.body = `{"product_id":${productId}}`;
+  });
+
+  // @koa/router answers HEAD from the GET route; Koa sends no body for HEAD.
+  router.get('/health', (ctx) => {
+    ctx.set('Content-Type', 'text/plain; charset=utf-8');
+    ctx.body = 'ok';
+  });
+
+  return router;
+}

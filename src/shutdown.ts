@@ -1,0 +1,99 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from './logger';
+
+export interface ShutdownOptions {
+  /** The API server: drained gracefully. */
+  apiServer: Server;
+  /** The metrics server: kept answering until the API is drained, so the last scrape still works. */
+  adminServer: Server;
+  /** Keep serving this long after the signal, so that endpoint removal reaches every balancer. */
+  delayMs: number;
+  /** The most time in-flight requests, then the telemetry flush, may take once the listener is closed. */
+  timeoutMs: number;
+  logger: Logger;
+  /** Sends spans still queued; bounded by what remains of timeoutMs. */
+  flushTelemetry: () => Promise<void>;
+  exit: (code: number) => void;
+}
+
+/**
+ * SIGTERM and SIGINT start a graceful shutdown; a second signal exits at once with code 1.
+ * Node runs as PID 1 in the container, so these handlers are the only thing between the signal
+ * and a dropped request.
+ */
+export function installGracefulShutdown(options: ShutdownOptions): void {
+  let shuttingDown = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (shuttingDown) {
+      options.logger.warn({ signal }, 'second signal during shutdown: exiting now');
+      options.exit(1);
+      return;
+    }
+    shuttingDown = true;
+    gracefulShutdown(signal, options).then(
+      () => options.exit(0),
+      (error: unknown) => {
+        options.logger.error({ err: error }, 'shutdown failed');
+        options.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+/** Every answer from now on asks the client to close its connection, so none is left idle behind a closed listener. */
+function closeConnectionAfterResponse(_req: IncomingMessage, res: ServerResponse): void {
+  res.setHeader('Connection', 'close');
+}
+
+export async function gracefulShutdown(signal: NodeJS.Signals, options: ShutdownOptions): Promise<void> {
+  const { apiServer, adminServer, logger } = options;
+  logger.info(
+    { signal, delay_s: options.delayMs / 1000, timeout_s: options.timeoutMs / 1000 },
+    'shutdown started: serving with Connection: close until the delay ends',
+  );
+  apiServer.prependListener('request', closeConnectionAfterResponse);
+  await sleep(options.delayMs);
+
+  logger.info('shutdown: listener closed, waiting for in-flight requests');
+  const deadline = Date.now() + options.timeoutMs;
+  const drained = await closeAndDrain(apiServer, options.timeoutMs);
+  if (!drained) {
+    logger.warn({ timeout_s: options.timeoutMs / 1000 }, 'shutdown: timeout reached, closing the remaining connections');
+    apiServer.closeAllConnections();
+  }
+
+  // Whatever is left of the timeout (at least one second) is for the spans of the last requests.
+  const flushBudgetMs = Math.max(1000, deadline - Date.now());
+  const flushed = await Promise.race([
+    options.flushTelemetry().then(() => true),
+    sleep(flushBudgetMs, false, { ref: false }),
+  ]);
+  if (!flushed) logger.warn({ budget_ms: flushBudgetMs }, 'shutdown: telemetry flush did not finish in time');
+
+  adminServer.close();
+  adminServer.closeAllConnections();
+  logger.info('shutdown complete');
+}
+
+/**
+ * Stops accepting connections and resolves true once every connection has ended, or false after
+ * `timeoutMs`. Idle keep-alive connections are closed as they appear: one whose last response went
+ * out before the signal (and so without Connection: close) would otherwise stay open until its
+ * keep-alive timeout.
+ */
+function closeAndDrain(server: Server, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sweeper = setInterval(() => server.closeIdleConnections(), 100);
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    const finish = (drained: boolean): void => {
+      clearInterval(sweeper);
+      clearTimeout(timer);
+      resolve(drained);
+    };
+    server.close(() => finish(true));
+    server.closeIdleConnections();
+  });
+}
