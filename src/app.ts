@@ -1,3 +1,4 @@
+import type { RouterContext } from '@koa/router';
 import Koa, { type Context, type Next } from 'koa';
 import { context as otelContext, trace } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
@@ -64,7 +65,8 @@ function observeRequests(deps: AppDependencies) {
 
 /** The route template that matched (even when only the path did, as for a 405), or UNMATCHED_ROUTE. */
 function routeOf(ctx: Context): string {
-  return ctx._matchedRoute?.toString() ?? ctx.matched?.[0]?.path.toString() ?? UNMATCHED_ROUTE;
+  const routed = ctx as Context & Partial<Pick<RouterContext, '_matchedRoute' | 'matched'>>;
+  return routed._matchedRoute?.toString() ?? routed.matched?.[0]?.path.toString() ?? UNMATCHED_ROUTE;
 }
 
 /** Turns every failure, and every error status left without a body, into an RFC 9457 answer. */

@@ -32,7 +32,9 @@ async function main(): Promise<void> {
 
   const metrics = createMetrics({ service, processMetrics: true });
   const app = createApp({ bodyLimit: config.bodyLimit, logger, metrics });
-  const apiServer = createHttpServer(app.callback(), logger);
+  const handleRequest = app.callback();
+  // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
+  const apiServer = createHttpServer((req, res) => void handleRequest(req, res), logger);
   const adminServer = createMetricsServer(metrics, logger);
 
   try {

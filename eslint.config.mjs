@@ -1,0 +1,25 @@
+// ESLint 10 flat config with typescript-eslint's type-aware rules for the TypeScript sources.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/', 'node_modules/', 'coverage/', '.tools/', 'helm/', 'bench/results/'] },
+  js.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    extends: [...tseslint.configs.strictTypeChecked],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      // Numbers and booleans in template strings are the normal way to build messages and headers.
+      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true }],
+      // `(x) => callback(x)` with a void callback is idiomatic and clearer than a braced body.
+      '@typescript-eslint/no-confusing-void-expression': 'off',
+    },
+  },
+  {
+    files: ['**/*.{js,mjs,cjs}'],
+    languageOptions: {
+      globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', performance: 'readonly', require: 'readonly', module: 'writable', __dirname: 'readonly', fetch: 'readonly', AbortController: 'readonly', AbortSignal: 'readonly' },
+    },
+  },
+);
