@@ -28,3 +28,13 @@ export function createLogger(options: LoggerOptions): Logger {
     options.destination ?? pino.destination({ dest: 1, sync: false }),
   );
 }
+
+/**
+ * Writes out what the asynchronous destination still holds, then exits. process.exit() alone
+ * would drop the last lines (the ones that say why the process ended).
+ */
+export function exitAfterFlush(logger: Logger, code: number): void {
+  logger.flush(() => process.exit(code));
+  // If stdout is blocked (a full pipe), exit anyway rather than hang.
+  setTimeout(() => process.exit(code), 2000).unref();
+}

@@ -6,7 +6,7 @@
 import { createApp } from './app';
 import { ConfigError, parseConfig, type Config } from './config';
 import { createHttpServer, listen } from './http-server';
-import { createLogger, type Logger } from './logger';
+import { createLogger, exitAfterFlush, type Logger } from './logger';
 import { createMetrics } from './metrics';
 import { createMetricsServer } from './metrics-server';
 import { serviceInfo } from './service-info';
@@ -42,7 +42,8 @@ async function main(): Promise<void> {
     await listen(adminServer, config.metricsPort, config.host);
   } catch (error) {
     logger.fatal({ err: error }, 'cannot listen');
-    process.exit(1);
+    exitAfterFlush(logger, 1);
+    return;
   }
   installGracefulShutdown({
     apiServer,
@@ -51,7 +52,7 @@ async function main(): Promise<void> {
     timeoutMs: config.shutdownTimeoutMs,
     logger,
     flushTelemetry: shutdownTelemetry,
-    exit: (code) => process.exit(code),
+    exit: (code) => exitAfterFlush(logger, code),
   });
   logger.info(
     { port: portOf(apiServer), metrics_port: portOf(adminServer), host: config.host, revision: service.revision, node: process.version },
@@ -68,11 +69,11 @@ function portOf(server: import('node:http').Server): number | undefined {
 function exitOnUnexpectedFailure(logger: Logger): void {
   process.on('uncaughtException', (error) => {
     logger.fatal({ err: error }, 'uncaught exception');
-    process.exit(1);
+    exitAfterFlush(logger, 1);
   });
   process.on('unhandledRejection', (reason) => {
     logger.fatal({ err: reason }, 'unhandled promise rejection');
-    process.exit(1);
+    exitAfterFlush(logger, 1);
   });
 }
 

@@ -1,0 +1,243 @@
+import { request as httpRequest } from 'node:http';
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startInProcess, type InProcessService } from './support/in-process';
+import { parseResponse, rawExchange } from './support/raw-http';
+
+let service: InProcessService;
+beforeAll(async () => {
+  service = await startInProcess();
+});
+afterAll(async () => {
+  await service.close();
+});
+
+const MAX_ID = 2147483646;
+
+function expectProductAnswer(response: request.Response): void {
+  expect(response.status).toBe(201);
+  expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+  const body = JSON.parse(response.text) as Record<string, unknown>;
+  expect(Object.keys(body)).toEqual(['product_id']);
+  expect(Number.isInteger(body.product_id)).toBe(true);
+  expect(body.product_id).toBeGreaterThanOrEqual(1);
+  expect(body.product_id).toBeLessThanOrEqual(MAX_ID);
+}
+
+function expectProblem(response: request.Response, status: number): Record<string, unknown> {
+  expect(response.status).toBe(status);
+  expect(response.headers['content-type']).toBe('application/problem+json');
+  const body = JSON.parse(response.text) as Record<string, unknown>;
+  expect(body).toMatchObject({ type: 'about:blank', status });
+  expect(typeof body.title).toBe('string');
+  return body;
+}
+
+describe('POST /product accepts any body as given', () => {
+  it('with no body at all', async () => {
+    expectProductAnswer(await request(service.baseUrl).post('/product'));
+  });
+  it('with a JSON object', async () => {
+    expectProductAnswer(await request(service.baseUrl).post('/product').send({ name: 'chair', price: 10 }));
+  });
+  it('with invalid JSON under a JSON content type', async () => {
+    expectProductAnswer(await request(service.baseUrl).post('/product').set('Content-Type', 'application/json').send('{"name": '));
+  });
+  it('with a JSON array', async () => {
+    expectProductAnswer(await request(service.baseUrl).post('/product').set('Content-Type', 'application/json').send('[1,2,3]'));
+  });
+  it('with plain text', async () => {
+    expectProductAnswer(await request(service.baseUrl).post('/product').set('Content-Type', 'text/plain').send('hello'));
+  });
+  it('with form data', async () => {
+    expectProductAnswer(await request(service.baseUrl).post('/product').type('form').send({ a: '1', b: '2' }));
+  });
+  it('with binary data', async () => {
+    expectProductAnswer(
+      await request(service.baseUrl).post('/product').set('Content-Type', 'application/octet-stream').send(Buffer.from([0, 255, 1, 254, 0, 0])),
+    );
+  });
+  it('with a chunked body', async () => {
+    const raw = await rawExchange(
+      service.port,
+      'POST /product HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n' +
+        '5\r\n{"a":\r\n3\r\n 1}\r\n0\r\n\r\n',
+    );
+    const answer = parseResponse(raw);
+    expect(answer.status).toBe(201);
+    expect(JSON.parse(answer.body)).toEqual({ product_id: expect.any(Number) as number });
+  });
+  it('with a body of exactly the limit', async () => {
+    expectProductAnswer(
+      await request(service.baseUrl).post('/product').set('Content-Type', 'application/octet-stream').send(Buffer.alloc(1024 * 1024, 1)),
+    );
+  });
+  it('gives a fresh id per request', async () => {
+    const ids = new Set<number>();
+    for (let i = 0; i < 20; i++) ids.add((await request(service.baseUrl).post('/product')).body.product_id as number);
+    // 20 draws from 2^31 values: a repeat has probability ~1e-7.
+    expect(ids.size).toBe(20);
+  });
+});
+
+describe('a body over the limit gets 413', () => {
+  it('at once, when Content-Length announces it, before any body byte is sent', async () => {
+    const raw = await rawExchange(service.port, `POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: ${1024 * 1024 + 1}\r\n\r\n`);
+    const answer = parseResponse(raw);
+    expect(answer.status).toBe(413);
+    expect(answer.headers['content-type']).toBe('application/problem+json');
+    expect(answer.headers.connection).toBe('close');
+    expect(JSON.parse(answer.body)).toMatchObject({ status: 413, title: 'Payload Too Large' });
+  });
+
+  it('as soon as a chunked body crosses the limit, without waiting for its end', async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(
+        { host: '127.0.0.1', port: service.port, method: 'POST', path: '/product', headers: { 'Transfer-Encoding': 'chunked' } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+          req.destroy();
+        },
+      );
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') reject(error);
+      });
+      // 1.25 MiB in 64 KiB chunks, and the request is never ended: only an early answer resolves.
+      const chunk = Buffer.alloc(64 * 1024, 7);
+      for (let i = 0; i < 20; i++) req.write(chunk);
+    });
+    expect(status).toBe(413);
+  });
+
+  it('and the service stays healthy afterwards', async () => {
+    await rawExchange(service.port, `POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: ${10 * 1024 * 1024}\r\n\r\n`);
+    expectProductAnswer(await request(service.baseUrl).post('/product').send('small'));
+    expect((await request(service.baseUrl).get('/health')).status).toBe(200);
+  });
+});
+
+describe('GET and HEAD /health', () => {
+  it('GET answers 200 text/plain "ok"', async () => {
+    const response = await request(service.baseUrl).get('/health');
+    expect(response.status).toBe(200);
+    expect(response.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(response.text).toBe('ok');
+  });
+  it('HEAD answers 200 with the same headers and no body', async () => {
+    const raw = await rawExchange(service.port, 'HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const headEnd = raw.indexOf('\r\n\r\n');
+    expect(raw.slice(0, 12)).toBe('HTTP/1.1 200');
+    expect(raw.slice(headEnd + 4)).toBe('');
+    expect(parseResponse(raw).headers['content-type']).toBe('text/plain; charset=utf-8');
+  });
+});
+
+describe('unknown paths and wrong methods', () => {
+  it.each(['/', '/products', '/product/1', '/v1/product', '/metrics', '/health/', '/HEALTH', '/product?x=1/..'])('GET %s is 404 problem+json', async (path) => {
+    const response = await request(service.baseUrl).get(path);
+    if (path === '/product?x=1/..') {
+      // A query string does not change the path: /product exists, GET on it is not allowed.
+      expectProblem(response, 405);
+      return;
+    }
+    if (path === '/health/' || path === '/HEALTH') {
+      // Koa's router is case-insensitive and tolerates a trailing slash, as most routers do.
+      expect(response.status).toBe(200);
+      return;
+    }
+    expectProblem(response, 404);
+  });
+
+  it.each([
+    ['GET', '/product', 'POST'],
+    ['PUT', '/product', 'POST'],
+    ['DELETE', '/product', 'POST'],
+    ['PATCH', '/product', 'POST'],
+    ['POST', '/health', 'HEAD, GET'],
+    ['DELETE', '/health', 'HEAD, GET'],
+  ])('%s %s is 405 with Allow: %s', async (method, path, allow) => {
+    const response = await request(service.baseUrl)[method.toLowerCase() as 'get'](path);
+    expectProblem(response, 405);
+    expect(response.headers.allow).toBe(allow);
+  });
+
+  it('a method the router never registers (TRACE) is still 405, not 501', async () => {
+    const raw = await rawExchange(service.port, 'TRACE /product HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const answer = parseResponse(raw);
+    expect(answer.status).toBe(405);
+    expect(answer.headers.allow).toBe('POST');
+  });
+});
+
+describe('every answer', () => {
+  it.each([
+    ['post', '/product'],
+    ['get', '/health'],
+    ['get', '/nowhere'],
+    ['get', '/product'],
+  ] as const)('%s %s carries nosniff and no framework names', async (method, path) => {
+    const response = await request(service.baseUrl)[method](path);
+    expect(response.headers['x-content-type-options']).toBe('nosniff');
+    expect(response.headers['x-powered-by']).toBeUndefined();
+    expect(JSON.stringify(response.headers).toLowerCase()).not.toMatch(/koa|express|node/);
+    expect(response.text.toLowerCase()).not.toMatch(/koa|stack|at .*\.js/);
+  });
+});
+
+describe('an unexpected failure', () => {
+  it('becomes a 500 problem answer and an error log line, and the service keeps serving', async () => {
+    let fail = true;
+    const failing = await startInProcess({
+      issueProductId: () => {
+        if (fail) throw new Error('id source exploded: secret-internal-detail');
+        return 42;
+      },
+    });
+    try {
+      const response = await request(failing.baseUrl).post('/product');
+      const body = expectProblem(response, 500);
+      expect(response.text).not.toContain('secret-internal-detail');
+      expect(response.text).not.toContain('Error:');
+      expect(body.title).toBe('Internal Server Error');
+      const errorLine = failing.logs.find((line) => line.level === 'error');
+      expect(errorLine).toBeDefined();
+      expect(JSON.stringify(errorLine)).toContain('secret-internal-detail');
+
+      fail = false;
+      const next = await request(failing.baseUrl).post('/product');
+      expect(next.status).toBe(201);
+      expect(next.body).toEqual({ product_id: 42 });
+    } finally {
+      await failing.close();
+    }
+  });
+});
+
+describe('broken HTTP is answered by the parser, in the same error shape', () => {
+  it('a malformed request line gets 400', async () => {
+    const answer = parseResponse(await rawExchange(service.port, 'THIS IS NOT HTTP\r\n\r\n'));
+    expect(answer.status).toBe(400);
+    expect(answer.headers['content-type']).toBe('application/problem+json');
+    expect(answer.headers['x-content-type-options']).toBe('nosniff');
+    expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status: 400, title: 'Bad Request' });
+  });
+  it('a bad header line gets 400', async () => {
+    const answer = parseResponse(await rawExchange(service.port, 'GET /health HTTP/1.1\r\nHost: x\r\nBad Header Without Colon\r\n\r\n'));
+    expect(answer.status).toBe(400);
+  });
+  it('conflicting Content-Length and Transfer-Encoding (request smuggling) gets 400', async () => {
+    const answer = parseResponse(
+      await rawExchange(service.port, 'POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'),
+    );
+    expect(answer.status).toBe(400);
+  });
+  it('headers over 16 KiB get 431', async () => {
+    const answer = parseResponse(await rawExchange(service.port, `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20 * 1024)}\r\n\r\n`));
+    expect(answer.status).toBe(431);
+    expect(JSON.parse(answer.body)).toMatchObject({ status: 431, title: 'Request Header Fields Too Large' });
+  });
+  it('and the service keeps serving', async () => {
+    expect((await request(service.baseUrl).get('/health')).text).toBe('ok');
+  });
+});

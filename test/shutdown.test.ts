@@ -1,0 +1,119 @@
+import { Agent, request, type ClientRequest } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { startService, type ServiceProcess } from './support/service-process';
+
+interface Outcome {
+  status?: number;
+  error?: string;
+}
+
+function post(port: number, agent: Agent): Promise<Outcome> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/product', agent, headers: { 'Content-Type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode }));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => resolve({ error: error.code ?? error.message }));
+    req.end('{"name":"chair"}');
+  });
+}
+
+/** Starts a chunked upload to POST /product and returns the request (to finish later) and its outcome. */
+function startSlowUpload(port: number): { req: ClientRequest; outcome: Promise<Outcome> } {
+  let req!: ClientRequest;
+  const outcome = new Promise<Outcome>((resolve) => {
+    req = request({ host: '127.0.0.1', port, method: 'POST', path: '/product', headers: { 'Transfer-Encoding': 'chunked' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode }));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => resolve({ error: error.code ?? error.message }));
+    req.write('{"part":1');
+  });
+  return { req, outcome };
+}
+
+async function waitForExit(service: ServiceProcess, timeoutMs: number): Promise<number | string> {
+  return Promise.race([service.exited, sleep(timeoutMs).then(() => 'still running')]);
+}
+
+describe('graceful shutdown', () => {
+  it('SIGTERM under concurrent keep-alive load loses no request that was sent, and exits 0', async () => {
+    const service = await startService({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5', LOG_LEVEL: 'warn' });
+    const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+    const outcomes: Outcome[] = [];
+    let signalledAt = Infinity;
+    // A balancer keeps sending until the endpoint removal reaches it, shortly after the signal.
+    const stopAfterSignalMs = 300;
+    const clients = Array.from({ length: 16 }, async () => {
+      while (Date.now() < signalledAt + stopAfterSignalMs) outcomes.push(await post(service.port, agent));
+    });
+    await sleep(500);
+    const before = outcomes.length;
+    signalledAt = Date.now();
+    service.child.kill('SIGTERM');
+    await Promise.all(clients);
+    const sentAfterSignal = outcomes.length - before;
+    const code = await waitForExit(service, 10_000);
+    agent.destroy();
+
+    expect(before).toBeGreaterThan(50);
+    expect(sentAfterSignal).toBeGreaterThan(10);
+    const failures = outcomes.filter((outcome) => outcome.status !== 201);
+    expect(failures).toEqual([]);
+    expect(code).toBe(0);
+  });
+
+  it('answers with Connection: close during the delay, then stops listening', async () => {
+    const service = await startService({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5' });
+    service.child.kill('SIGTERM');
+    await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
+    const during = await fetch(`${service.baseUrl}/health`);
+    expect(during.status).toBe(200);
+    expect(during.headers.get('connection')).toBe('close');
+    await service.waitForLog((line) => String(line.msg).startsWith('shutdown: listener closed'));
+    await expect(fetch(`${service.baseUrl}/health`)).rejects.toThrow();
+    expect(await waitForExit(service, 10_000)).toBe(0);
+  });
+
+  it('lets an in-flight request finish after the listener closed', async () => {
+    const service = await startService({ SHUTDOWN_DELAY: '0', SHUTDOWN_TIMEOUT: '10' });
+    const upload = startSlowUpload(service.port);
+    await sleep(200);
+    service.child.kill('SIGTERM');
+    await service.waitForLog((line) => String(line.msg).startsWith('shutdown: listener closed'));
+    await sleep(500);
+    // Still running: the request has not finished.
+    expect(service.child.exitCode).toBeNull();
+    upload.req.end(',"part":2}');
+    expect(await upload.outcome).toEqual({ status: 201 });
+    expect(await waitForExit(service, 10_000)).toBe(0);
+  });
+
+  it('gives up on in-flight requests after SHUTDOWN_TIMEOUT and still exits 0', async () => {
+    const service = await startService({ SHUTDOWN_DELAY: '0', SHUTDOWN_TIMEOUT: '1' });
+    const upload = startSlowUpload(service.port);
+    await sleep(200);
+    const started = Date.now();
+    service.child.kill('SIGTERM');
+    expect(await waitForExit(service, 10_000)).toBe(0);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(service.logLines().some((line) => String(line.msg).includes('timeout reached'))).toBe(true);
+    expect((await upload.outcome).error).toBeDefined();
+  });
+
+  it('a second signal exits at once with code 1', async () => {
+    const service = await startService({ SHUTDOWN_DELAY: '30', SHUTDOWN_TIMEOUT: '30' });
+    service.child.kill('SIGTERM');
+    await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
+    service.child.kill('SIGTERM');
+    expect(await waitForExit(service, 5000)).toBe(1);
+  });
+
+  it('SIGINT shuts down like SIGTERM', async () => {
+    const service = await startService({ SHUTDOWN_DELAY: '0' });
+    service.child.kill('SIGINT');
+    expect(await waitForExit(service, 10_000)).toBe(0);
+    expect(service.logLines().at(-1)).toMatchObject({ msg: 'shutdown complete', service: 'product-service' });
+  });
+});

@@ -1,0 +1,49 @@
+import { connect } from 'node:net';
+
+/**
+ * Sends raw bytes on a fresh TCP connection and resolves with everything the server wrote
+ * until it closed the connection (or `timeoutMs` passed). For requests no HTTP client would send.
+ */
+export function rawExchange(port: number, payload: string | Buffer, timeoutMs = 5000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve(Buffer.concat(chunks).toString('latin1'));
+    }, timeoutMs);
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    // The server may reset after answering (unread request bytes); what it wrote still counts.
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'ECONNRESET' || error.code === 'EPIPE') return;
+      clearTimeout(timer);
+      reject(error);
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(chunks).toString('latin1'));
+    });
+    socket.write(payload);
+  });
+}
+
+export interface ParsedResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Parses the first HTTP/1.1 response in `raw` (Content-Length bodies only: all this service sends on errors). */
+export function parseResponse(raw: string): ParsedResponse {
+  const end = raw.indexOf('\r\n\r\n');
+  if (end < 0) throw new Error(`no complete response in: ${JSON.stringify(raw.slice(0, 200))}`);
+  const [statusLine = '', ...headerLines] = raw.slice(0, end).split('\r\n');
+  const status = Number(statusLine.split(' ')[1]);
+  const headers: Record<string, string> = {};
+  for (const line of headerLines) {
+    const colon = line.indexOf(':');
+    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  const length = Number(headers['content-length'] ?? 0);
+  return { status, headers, body: raw.slice(end + 4, end + 4 + length) };
+}

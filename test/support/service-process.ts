@@ -1,0 +1,153 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+
+export const ROOT = join(__dirname, '..', '..');
+const SERVER = join(ROOT, 'dist', 'server.js');
+const TELEMETRY = join(ROOT, 'dist', 'telemetry.js');
+
+/** A port that was free a moment ago (the OS picks it); good enough on a test machine. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+export interface ServiceProcess {
+  readonly child: ChildProcess;
+  readonly port: number;
+  readonly metricsPort: number;
+  readonly baseUrl: string;
+  readonly metricsUrl: string;
+  /** Every stdout line so far, parsed as JSON where it is JSON. */
+  logLines(): Array<Record<string, unknown>>;
+  stderr(): string;
+  /** Resolves with the exit code (or the signal name) when the process ends. */
+  readonly exited: Promise<number | string>;
+  /** Waits until a log line satisfies `predicate`, or fails after `timeoutMs`. */
+  waitForLog(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  stop(signal?: NodeJS.Signals): Promise<number | string>;
+}
+
+/**
+ * Starts the built service exactly as production does (`node --require dist/telemetry.js
+ * dist/server.js`, with the Node running the tests) on free ports, and resolves once it logs
+ * that it listens. `env` is added to a clean environment: OTEL_* from the caller's shell never leak in.
+ */
+export async function startService(env: Record<string, string> = {}, options: { preload?: boolean } = {}): Promise<ServiceProcess> {
+  const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
+  const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : await freePort();
+  const args = options.preload === false ? [SERVER] : ['--require', TELEMETRY, SERVER];
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  const waiters = new Set<() => void>();
+  let stderr = '';
+  let pending = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    pending += chunk;
+    const parts = pending.split('\n');
+    pending = parts.pop() ?? '';
+    for (const part of parts) {
+      if (part.trim() === '') continue;
+      try {
+        lines.push(JSON.parse(part) as Record<string, unknown>);
+      } catch {
+        lines.push({ raw: part });
+      }
+    }
+    for (const wake of waiters) wake();
+  });
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<number | string>((resolve) => {
+    child.once('exit', (code, signal) => {
+      resolve(code ?? signal ?? 'unknown');
+      for (const wake of waiters) wake();
+    });
+  });
+
+  const waitForLog = (predicate: (line: Record<string, unknown>) => boolean, timeoutMs = 10_000): Promise<Record<string, unknown>> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        const found = lines.find(predicate);
+        if (found !== undefined) {
+          cleanup();
+          resolve(found);
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          cleanup();
+          reject(new Error(`service exited before the expected log line; stderr: ${stderr}; stdout: ${JSON.stringify(lines)}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`no matching log line within ${timeoutMs} ms; stdout: ${JSON.stringify(lines.slice(-20))}`));
+      }, timeoutMs);
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        waiters.delete(check);
+      };
+      waiters.add(check);
+      check();
+    });
+
+  const service: ServiceProcess = {
+    child,
+    port,
+    metricsPort,
+    baseUrl: `http://127.0.0.1:${port}`,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+    logLines: () => lines,
+    stderr: () => stderr,
+    exited,
+    waitForLog,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+  await waitUntilHealthy(service);
+  return service;
+}
+
+/** Runs the entry point to completion (for configurations that must stop it) and returns what it said. */
+export async function runServiceToExit(env: Record<string, string>, timeoutMs = 10_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--require', TELEMETRY, SERVER], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const [code] = (await once(child, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/** Polls GET /health until it answers 200: ready whatever LOG_LEVEL says. */
+async function waitUntilHealthy(service: ServiceProcess, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (service.child.exitCode !== null) throw new Error(`service exited with ${service.child.exitCode} before it was healthy; stderr: ${service.stderr()}`);
+    try {
+      const response = await fetch(`${service.baseUrl}/health`);
+      if (response.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`service not healthy within ${timeoutMs} ms; stderr: ${service.stderr()}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
