@@ -1,0 +1,33 @@
+#!/bin/sh
+# Static checks of the Helm chart for .ci/run: the README's parameters table is current, and
+# `helm lint --strict` and `helm template` pass over the defaults and every ci/*-values.yaml.
+# (`helm lint` does not report a template's `fail`, so every set is also rendered.)
+# The deeper checks (API schemas, policies, the container run) are the vitest project `chart`.
+set -eu
+
+root=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
+cd "$root"
+sh scripts/ci/install-helm.sh
+helm=.tools/bin/helm
+chart=helm/product-service
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT INT TERM
+
+sh scripts/node.sh scripts/chart-readme.mjs --check
+
+# Runs helm, showing its output only on failure, without the INFO lines Helm logs for each
+# symlink it follows (files/ -> deploy/).
+run() {
+  if ! "$helm" "$@" >"$out" 2>&1; then
+    grep -v 'found symbolic link in path' "$out" >&2
+    echo "chart-check: helm $* failed" >&2
+    exit 1
+  fi
+}
+
+for values in "" "$chart"/ci/*-values.yaml; do
+  if [ -n "$values" ]; then set -- --values "$values"; else set --; fi
+  run lint --strict "$chart" "$@"
+  run template products "$chart" --namespace shop "$@"
+  echo "chart-check: ${values:-chart defaults}: helm lint --strict and helm template ok ($(grep -c '^kind:' "$out") objects)"
+done

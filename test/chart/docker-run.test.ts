@@ -1,0 +1,194 @@
+// Runs the image the way the rendered Deployment describes it: the chart's securityContext, user,
+// read-only root, /tmp emptyDir, memory limit and environment (downward API included) become
+// `docker run` flags (pod-to-docker.ts), and /health is probed as the kubelet would. Then the
+// rendered `helm test` pod runs against it, and SIGTERM shows the shutdown fits the grace period.
+//
+// Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
+// the container tests (`npm run test:container`), which .ci/run runs first.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findOne, mainContainer, must, ofKind, podSpecOf, template } from './helm';
+import { bytes, commandArgs, probeOnce, probeUntil, translatePod, type Translation } from './pod-to-docker';
+
+// Debian's docker.io client (the engine's own version).
+const DOCKER = '/usr/bin/docker';
+const IMAGE_REPOSITORY = 'product-service';
+const IMAGE_TAG = 'test';
+const IMAGE = `${IMAGE_REPOSITORY}:${IMAGE_TAG}`;
+const RELEASE = 'products';
+const NAMESPACE = 'shop';
+
+function docker(args: string[], allowFailure = false): { status: number | null; stdout: string; stderr: string } {
+  const run = spawnSync(DOCKER, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (run.error) throw run.error;
+  if (!allowFailure && run.status !== 0) throw new Error(`docker ${args.join(' ')} failed (${run.status}): ${run.stderr}`);
+  return run;
+}
+
+const suffix = randomBytes(4).toString('hex');
+const network = `chart-test-${suffix}`;
+const created: string[] = []; // containers this test started, removed in afterAll
+
+const objects = template(
+  ['--set', `image.repository=${IMAGE_REPOSITORY}`, '--set', `image.tag=${IMAGE_TAG}`, '--set', 'image.pullPolicy=Never'],
+  RELEASE,
+  NAMESPACE,
+);
+const deployment = findOne(objects, 'Deployment');
+const service = findOne(objects, 'Service');
+const testPod = must(ofKind(objects, 'Pod').find((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test'), 'helm test pod');
+const podSpec = podSpecOf(deployment);
+const container = mainContainer(deployment);
+const startupProbe = must(container.startupProbe, 'startupProbe');
+const serviceName = must(service.metadata?.name, 'Service name');
+const podName = `${must(deployment.metadata?.name, 'Deployment name')}-5d8f9c7b6-x2k4q`;
+const containerPort = (name: string) => must(container.ports?.find((p) => p.name === name), `port ${name}`).containerPort;
+const uid = must(podSpec.securityContext?.runAsUser, 'runAsUser');
+const gid = must(podSpec.securityContext?.runAsGroup, 'runAsGroup');
+
+let server: Translation;
+let serverName = '';
+let baseUrl = '';
+let metricsUrl = '';
+let secondsToStart = 0;
+
+function hostPort(name: string, containerPort: number): string {
+  const [first = ''] = docker(['port', name, `${containerPort}/tcp`]).stdout.trim().split('\n');
+  return first.replace('0.0.0.0', '127.0.0.1');
+}
+
+function logsOf(name: string): string {
+  const run = docker(['logs', name], true);
+  return `${run.stdout}${run.stderr}`.slice(-4000);
+}
+
+beforeAll(async () => {
+  // Fail, never skip, when the machinery is missing, and say how to get it.
+  if (!existsSync(DOCKER)) throw new Error(`${DOCKER} is missing. Run: bash scripts/ci/docker-engine.sh`);
+  if (docker(['info'], true).status !== 0) throw new Error('No Docker engine answers. Run: bash scripts/ci/docker-engine.sh');
+  if (docker(['image', 'inspect', IMAGE], true).status !== 0) {
+    throw new Error(`Image ${IMAGE} is missing. Build it with the container tests first: npm run test:container`);
+  }
+  docker(['network', 'create', network]);
+
+  server = translatePod(podSpec, container.name, { podName, namespace: NAMESPACE, nodeName: 'node-a' });
+  serverName = `chart-test-server-${suffix}`;
+  created.push(serverName);
+  // The Service name resolves to the pod on this network, as cluster DNS resolves the Service.
+  docker(['run', '--detach', '--name', serverName, '--network', network, '--network-alias', serviceName, ...server.args, IMAGE, ...commandArgs(podSpec, container.name)]);
+  baseUrl = `http://${hostPort(serverName, containerPort('http'))}`;
+  metricsUrl = `http://${hostPort(serverName, containerPort('metrics'))}/metrics`;
+  try {
+    secondsToStart = await probeUntil('startupProbe', startupProbe, baseUrl);
+  } catch (err) {
+    throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(serverName)}`, { cause: err });
+  }
+}, 180_000);
+
+afterAll(() => {
+  for (const name of created) docker(['rm', '--force', name], true);
+  docker(['network', 'rm', network], true);
+});
+
+describe('the rendered Deployment, run as a container', () => {
+  it('passes its startup probe within the probe budget, then readiness and liveness', async () => {
+    const budget = must(startupProbe.periodSeconds, 'period') * must(startupProbe.failureThreshold, 'failureThreshold');
+    console.log(`startup probe passed after ${secondsToStart} s (budget ${budget} s)`);
+    expect(secondsToStart).toBeLessThan(budget);
+    for (const name of ['readinessProbe', 'livenessProbe'] as const) {
+      const probe = must(container[name], name);
+      for (let i = 0; i < 3; i++) {
+        const result = await probeOnce(probe, baseUrl);
+        expect(result.ok, `${name}: ${result.detail}`).toBe(true);
+      }
+    }
+  });
+
+  it('serves POST /product and the metrics port', async () => {
+    const res = await fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(201);
+    expect(Number.isInteger(((await res.json()) as { product_id: number }).product_id)).toBe(true);
+    const metrics = await fetch(metricsUrl);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('product_ids_issued_total');
+  });
+
+  it('runs Node as PID 1 with the uid/gid, capabilities, no_new_privs and seccomp the pod spec asks for', () => {
+    const pid = docker(['inspect', '--format', '{{.State.Pid}}', serverName]).stdout.trim();
+    // Read by the host kernel, not by anything inside the container.
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const field = (name: string) => new RegExp(`^${name}:\\s+(.*)$`, 'm').exec(status)?.[1]?.split(/\s+/);
+    expect(field('Uid')).toEqual(Array<string>(4).fill(String(uid)));
+    expect(field('Gid')).toEqual(Array<string>(4).fill(String(gid)));
+    expect(field('CapEff')).toEqual(['0000000000000000']);
+    expect(field('CapPrm')).toEqual(['0000000000000000']);
+    expect(field('NoNewPrivs')).toEqual(['1']);
+    expect(field('Seccomp')).toEqual(['2']); // 2 = filter mode: the runtime's default profile
+    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]).toMatch(/node$/);
+    // The image's own USER is the numeric uid the chart sets, so runAsNonRoot holds either way.
+    const imageUser = docker(['image', 'inspect', '--format', '{{.Config.User}}', IMAGE]).stdout.trim();
+    expect(imageUser.split(':')[0]).toBe(String(uid));
+  });
+
+  it('can write /tmp and nothing else on its read-only root filesystem', () => {
+    const script = `
+      const fs = require('node:fs');
+      fs.writeFileSync('/tmp/probe', 'ok');
+      for (const path of ['/app/probe', '/probe', '/home/nonroot/probe']) {
+        try { fs.writeFileSync(path, 'x'); console.log('WROTE ' + path); } catch (e) { console.log(e.code + ' ' + path); }
+      }`;
+    const out = docker(['exec', serverName, '/nodejs/bin/node', '-e', script]).stdout;
+    expect(out).not.toContain('WROTE');
+    expect(out).toContain('EROFS /app/probe');
+  });
+
+  it('sizes the Node heap from the memory limit, below it', () => {
+    const limit = bytes(must(container.resources?.limits?.memory, 'memory limit'));
+    // docker exec inherits the container's environment (NODE_OPTIONS) and cgroup.
+    const out = docker(['exec', serverName, '/nodejs/bin/node', '-p', 'JSON.stringify([process.constrainedMemory(), require("v8").getHeapStatistics().heap_size_limit])']).stdout;
+    const [constrained, heapLimit] = JSON.parse(out) as [number, number];
+    expect(constrained).toBe(limit);
+    expect(heapLimit).toBeLessThan(limit * 0.8);
+    expect(heapLimit).toBeGreaterThan(limit * 0.4);
+  });
+
+  it('expands the downward API into OTEL_RESOURCE_ATTRIBUTES', () => {
+    const attrs = must(server.env.get('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES');
+    expect(attrs).toContain(`k8s.pod.name=${podName}`);
+    expect(attrs).toContain(`k8s.namespace.name=${NAMESPACE}`);
+    expect(attrs).toContain('k8s.node.name=node-a');
+    expect(attrs).not.toContain('$(');
+  });
+
+  it('passes the rendered helm test pod, run with its own restricted settings', () => {
+    const testSpec = must(testPod.spec, 'helm test pod spec');
+    const testContainer = must(testSpec.containers[0], 'helm test container');
+    // The test pod reaches the Service port; in this network the alias points at the container port.
+    expect(service.spec?.ports?.find((p) => p.name === 'http')?.port).toBe(containerPort('http'));
+    const translated = translatePod(testSpec, testContainer.name, { podName: must(testPod.metadata?.name, 'test pod name'), namespace: NAMESPACE, nodeName: 'node-a' });
+    const name = `chart-test-helmtest-${suffix}`;
+    created.push(name);
+    const run = docker(['run', '--name', name, '--network', network, ...translated.args, IMAGE, ...commandArgs(testSpec, testContainer.name)], true);
+    expect(run.status, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toContain('ok GET /health 200');
+    expect(run.stdout).toContain('ok POST /product 201');
+  });
+
+  it('keeps serving for SHUTDOWN_DELAY after SIGTERM, then exits 0 within the grace period', async () => {
+    const delay = Number(server.env.get('SHUTDOWN_DELAY'));
+    const grace = must(podSpec.terminationGracePeriodSeconds, 'terminationGracePeriodSeconds');
+    const started = Date.now();
+    docker(['kill', '--signal', 'TERM', serverName]);
+    // Endpoints are still being removed: requests arriving now must still be answered.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const during = await fetch(`${baseUrl}/health`);
+    expect(during.status).toBe(200);
+    const wait = spawnSync(DOCKER, ['wait', serverName], { encoding: 'utf8', timeout: (grace + 5) * 1000 });
+    const seconds = (Date.now() - started) / 1000;
+    expect(wait.stdout.trim(), logsOf(serverName)).toBe('0');
+    expect(seconds).toBeGreaterThanOrEqual(delay);
+    expect(seconds).toBeLessThan(grace);
+  }, 60_000);
+});

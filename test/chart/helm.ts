@@ -1,0 +1,121 @@
+// Runs the real helm binary (installed by scripts/ci/install-helm.sh) over the chart.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import type { IConfigMap, IContainer, IPod, IService, IServiceAccount } from 'kubernetes-models/v1';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import type { IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import type { IIngress, INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import type { IPrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
+import type { IServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
+import type { IHTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
+
+export const repoRoot = resolve(__dirname, '../..');
+export const chartDir = join(repoRoot, 'helm/product-service');
+export const helmBin = join(repoRoot, '.tools/bin/helm');
+
+export interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Fails the test with a clear message when helm is not installed: never a silent skip. */
+export function requireHelm(): void {
+  if (!existsSync(helmBin)) {
+    throw new Error(`helm is missing at ${helmBin}. Install it with: sh scripts/ci/install-helm.sh`);
+  }
+}
+
+export function helm(args: string[], cwd = repoRoot): Run {
+  requireHelm();
+  const run = spawnSync(helmBin, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (run.error) throw run.error;
+  // Helm logs each symlink it follows (files/ -> deploy/) at INFO level; keep stderr for errors.
+  const stderr = run.stderr
+    .split('\n')
+    .filter((line) => !line.includes('found symbolic link in path'))
+    .join('\n');
+  return { status: run.status, stdout: run.stdout, stderr };
+}
+
+/** A value set: the chart defaults, or one of the chart-testing files ci/*-values.yaml. */
+export interface ValueSet {
+  name: string;
+  args: string[];
+}
+
+export const valueSets: ValueSet[] = [
+  { name: 'chart defaults', args: [] },
+  ...readdirSync(join(chartDir, 'ci'))
+    .filter((f) => f.endsWith('-values.yaml'))
+    .sort()
+    .map((f) => ({ name: `ci/${f}`, args: ['--values', join(chartDir, 'ci', f)] })),
+];
+
+/** What every rendered object has; its kind's full type comes from `ofKind` (after validation). */
+export interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: NonNullable<IDeployment['metadata']> & { name: string };
+}
+
+/** The rendered kinds and their API types (kubernetes-models, Prometheus Operator, Gateway API). */
+export interface Kinds {
+  ConfigMap: IConfigMap;
+  Deployment: IDeployment;
+  HTTPRoute: IHTTPRoute;
+  HorizontalPodAutoscaler: IHorizontalPodAutoscaler;
+  Ingress: IIngress;
+  NetworkPolicy: INetworkPolicy;
+  Pod: IPod;
+  PodDisruptionBudget: IPodDisruptionBudget;
+  PrometheusRule: IPrometheusRule;
+  Service: IService;
+  ServiceAccount: IServiceAccount;
+  ServiceMonitor: IServiceMonitor;
+}
+
+/** A value the test needs, or an error naming what was missing. */
+export function must<T>(value: T | null | undefined, what: string): T {
+  if (value === null || value === undefined) throw new Error(`missing: ${what}`);
+  return value;
+}
+
+export function ofKind<K extends keyof Kinds>(objects: K8sObject[], kind: K): Kinds[K][] {
+  return objects.filter((o) => o.kind === kind) as unknown as Kinds[K][];
+}
+
+/** `helm template` with the given arguments; throws with helm's message if rendering fails. */
+export function template(args: string[], release = 'products', namespace = 'shop'): K8sObject[] {
+  const run = helm(['template', release, chartDir, '--namespace', namespace, ...args]);
+  if (run.status !== 0) throw new Error(`helm template failed (${run.status}): ${run.stderr}`);
+  return parseAllDocuments(run.stdout)
+    .map((doc) => {
+      if (doc.errors.length > 0) throw new Error(`helm rendered invalid YAML: ${doc.errors[0]?.message}`);
+      return doc.toJS() as K8sObject | null;
+    })
+    .filter((obj): obj is K8sObject => obj !== null);
+}
+
+export function findOne<K extends keyof Kinds>(objects: K8sObject[], kind: K): Kinds[K] {
+  const found = ofKind(objects, kind);
+  const [first] = found;
+  if (found.length !== 1 || first === undefined) throw new Error(`expected one ${kind}, rendered ${found.length}`);
+  return first;
+}
+
+/** The Deployment's pod spec. */
+export function podSpecOf(deployment: IDeployment) {
+  return must(deployment.spec?.template.spec, 'Deployment pod spec');
+}
+
+/** The server Deployment's only container. */
+export function mainContainer(deployment: IDeployment): IContainer {
+  const containers = podSpecOf(deployment).containers;
+  const [first] = containers;
+  if (containers.length !== 1 || first === undefined) throw new Error(`expected one container, found ${containers.length}`);
+  return first;
+}

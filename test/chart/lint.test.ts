@@ -1,0 +1,120 @@
+// `helm lint --strict`, the strict values schema, `helm package` (the symlinked deploy/ files end
+// up in the package, the rule unit tests do not) and the README's generated parameters table.
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { chartDir, helm, must, repoRoot, valueSets } from './helm';
+
+const scratch = mkdtempSync(join(tmpdir(), 'chart-test-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe.each(valueSets)('helm lint --strict with $name', ({ args }) => {
+  it('passes', () => {
+    const run = helm(['lint', '--strict', chartDir, ...args]);
+    expect(run.status, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toContain('0 chart(s) failed');
+  });
+});
+
+describe('values.schema.json', () => {
+  it('makes a misspelled key fail helm lint and helm install (template)', () => {
+    const lint = helm(['lint', '--strict', chartDir, '--set', 'replicaCuont=3']);
+    expect(lint.status).not.toBe(0);
+    expect(lint.stdout + lint.stderr).toMatch(/additional properties 'replicaCuont' not allowed/);
+    // `helm install --dry-run=client` runs install's own checks without a cluster.
+    const install = helm(['install', 'products', chartDir, '--dry-run=client', '--set', 'replicaCuont=3']);
+    expect(install.status).not.toBe(0);
+    expect(install.stderr).toMatch(/additional properties 'replicaCuont' not allowed/);
+  });
+
+  it('rejects misspelled nested keys and wrong types', () => {
+    for (const set of ['securityContext.readOnlyRootFileSystem=true', 'monitoring.serviceMonitor.enable=true', 'replicaCount=two', 'image.pullPolicy=Sometimes']) {
+      const run = helm(['template', 'products', chartDir, '--set', set]);
+      expect(run.status, set).not.toBe(0);
+    }
+  });
+});
+
+describe('NOTES.txt', () => {
+  it('tells how to reach the service and its metrics', () => {
+    const run = helm(['install', 'products', chartDir, '--dry-run=client', '--namespace', 'shop', '--set', 'monitoring.serviceMonitor.enabled=true']);
+    expect(run.status, run.stderr).toBe(0);
+    const notes = run.stdout.slice(run.stdout.indexOf('NOTES:'));
+    expect(notes).toContain('http://products-product-service.shop.svc:8080');
+    expect(notes).toContain('kubectl --namespace shop port-forward service/products-product-service 8080:8080');
+    expect(notes).toContain('port-forward service/products-product-service 9464:9464');
+    expect(notes).toContain('curl http://127.0.0.1:9464/metrics');
+    expect(notes).toContain('helm test products --namespace shop');
+    expect(notes).toContain('up{namespace="shop", service="products-product-service"}');
+  });
+});
+
+describe('helm package', () => {
+  const run = helm(['package', chartDir, '--destination', scratch]);
+  if (run.status !== 0) throw new Error(`helm package failed: ${run.stderr}`);
+  const tgz = join(scratch, must(readdirSync(scratch).find((f) => f.endsWith('.tgz')), 'packaged chart'));
+
+  function packagedFiles(): Map<string, string> {
+    const list = spawnSync('tar', ['-tzf', tgz], { encoding: 'utf8' });
+    return new Map(
+      list.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((path) => [path, spawnSync('tar', ['-xzOf', tgz, path], { encoding: 'utf8' }).stdout]),
+    );
+  }
+
+  it('stores the contents of the deploy/ rules and dashboards, without the rule unit tests', () => {
+    const files = packagedFiles();
+    const rulesDir = join(repoRoot, 'deploy/prometheus/rules');
+    for (const f of readdirSync(rulesDir)) {
+      const packaged = files.get(`product-service/files/prometheus-rules/${f}`);
+      if (f.endsWith('.test.yaml')) expect(packaged, f).toBeUndefined();
+      else expect(packaged, f).toBe(readFileSync(join(rulesDir, f), 'utf8'));
+    }
+    const dashboardsDir = join(repoRoot, 'deploy/grafana/dashboards');
+    for (const f of readdirSync(dashboardsDir)) {
+      expect(files.get(`product-service/files/grafana-dashboards/${f}`), f).toBe(readFileSync(join(dashboardsDir, f), 'utf8'));
+    }
+  });
+
+  it('renders the same manifests from the package as from the directory', () => {
+    const monitoring = ['--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true'];
+    const fromDir = helm(['template', 'products', chartDir, ...monitoring]);
+    const fromPackage = helm(['template', 'products', tgz, ...monitoring]);
+    expect(fromPackage.status, fromPackage.stderr).toBe(0);
+    expect(fromPackage.stdout).toBe(fromDir.stdout);
+    const lint = helm(['lint', '--strict', tgz, ...monitoring]);
+    expect(lint.status, lint.stdout).toBe(0);
+  });
+});
+
+describe('README parameters table', () => {
+  const readmeScript = join(repoRoot, 'scripts/chart-readme.mjs');
+  const node = (args: string[]) => spawnSync(process.execPath, [readmeScript, ...args], { cwd: repoRoot, encoding: 'utf8' });
+
+  it('is current with values.yaml', () => {
+    const run = node(['--check']);
+    expect(run.status, run.stderr).toBe(0);
+  });
+
+  it('is reported out of date, and undocumented values refused, in a copy of the chart', () => {
+    const copy = join(scratch, 'chart-copy');
+    cpSync(chartDir, copy, { recursive: true, verbatimSymlinks: true });
+    const values = join(copy, 'values.yaml');
+    const original = readFileSync(values, 'utf8');
+    writeFileSync(values, original.replace('replicaCount: 2', 'replicaCount: 3'));
+    const stale = node(['--check', copy]);
+    expect(stale.status).toBe(1);
+    expect(stale.stderr).toMatch(/out of date/);
+    expect(node([copy]).status).toBe(0);
+    expect(node(['--check', copy]).status).toBe(0);
+    expect(readFileSync(join(copy, 'README.md'), 'utf8')).toContain('| `replicaCount` | int | `3` |');
+    writeFileSync(values, `${original}\nundocumentedValue: 1\n`);
+    const undocumented = node(['--check', copy]);
+    expect(undocumented.status).toBe(1);
+    expect(undocumented.stderr).toMatch(/undocumentedValue/);
+  });
+});

@@ -1,0 +1,182 @@
+// Translates a rendered pod spec into `docker run` flags, doing what the kubelet and the
+// container runtime would do with it, for the settings this chart uses. Anything it cannot
+// translate faithfully throws, so a new pod setting cannot be silently dropped from the test.
+import { randomUUID } from 'node:crypto';
+import type { IContainer, IPodSpec, IProbe } from 'kubernetes-models/v1';
+import { must } from './helm';
+
+export interface PodIdentity {
+  podName: string;
+  namespace: string;
+  nodeName: string;
+}
+
+export interface Translation {
+  args: string[];
+  /** The container's environment after the kubelet's $(VAR) expansion. */
+  env: Map<string, string>;
+}
+
+const suffixes: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, k: 1e3, M: 1e6, G: 1e9 };
+
+/** A Kubernetes quantity in bytes ("256Mi" -> 268435456). */
+export function bytes(quantity: string | number): number {
+  const match = /^(\d+)(Ki|Mi|Gi|k|M|G)?$/.exec(String(quantity));
+  if (!match) throw new Error(`cannot translate quantity ${quantity}`);
+  return Number(match[1]) * (match[2] === undefined ? 1 : (suffixes[match[2]] ?? 1));
+}
+
+/** CPU quantity in millicores ("100m" -> 100, "1" -> 1000). */
+function millicores(quantity: string | number): number {
+  const s = String(quantity);
+  return s.endsWith('m') ? Number(s.slice(0, -1)) : Number(s) * 1000;
+}
+
+/** Kubelet semantics: $(VAR) expands to an earlier variable's value, $$ escapes, unknown stays. */
+export function expand(value: string, defined: Map<string, string>): string {
+  return value.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (whole, name: string | undefined) => {
+    if (name === undefined) return '$';
+    return defined.get(name) ?? whole;
+  });
+}
+
+function fieldValue(fieldPath: string, pod: PodIdentity, uid: string): string {
+  switch (fieldPath) {
+    case 'metadata.name':
+      return pod.podName;
+    case 'metadata.namespace':
+      return pod.namespace;
+    case 'metadata.uid':
+      return uid;
+    case 'spec.nodeName':
+      return pod.nodeName;
+    default:
+      throw new Error(`cannot translate fieldRef ${fieldPath}`);
+  }
+}
+
+export function containerOf(podSpec: IPodSpec, name: string): IContainer {
+  return must(podSpec.containers.find((c) => c.name === name), `container ${name}`);
+}
+
+/**
+ * `docker run` flags for container `containerName` of `podSpec`. The caller adds the network,
+ * the name and the image.
+ */
+export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodIdentity): Translation {
+  const container = containerOf(podSpec, containerName);
+  if (podSpec.initContainers?.length) throw new Error('init containers are not translated');
+  if (podSpec.hostNetwork || podSpec.hostPID || podSpec.hostIPC) throw new Error('host namespaces are not translated');
+  if (container.envFrom?.length) throw new Error('envFrom is not translated');
+
+  const podSc = podSpec.securityContext ?? {};
+  const sc = container.securityContext ?? {};
+  const args: string[] = ['--hostname', pod.podName];
+
+  // User and groups: container settings override the pod's; fsGroup and supplementalGroups
+  // become supplementary groups of the process.
+  const user = sc.runAsUser ?? podSc.runAsUser;
+  const group = sc.runAsGroup ?? podSc.runAsGroup;
+  if (user === undefined) throw new Error('runAsUser is not set: the test would run as the image user');
+  if ((sc.runAsNonRoot ?? podSc.runAsNonRoot) && user === 0) throw new Error('runAsNonRoot with runAsUser 0: the kubelet refuses to start it');
+  args.push('--user', group === undefined ? String(user) : `${user}:${group}`);
+  for (const extra of [podSc.fsGroup, ...(podSc.supplementalGroups ?? [])]) {
+    if (extra !== undefined) args.push('--group-add', String(extra));
+  }
+
+  // Privileges. RuntimeDefault seccomp is the runtime's default profile, which Docker applies
+  // unless told otherwise.
+  if (sc.privileged) args.push('--privileged');
+  if (sc.allowPrivilegeEscalation === false) args.push('--security-opt', 'no-new-privileges');
+  for (const cap of sc.capabilities?.drop ?? []) args.push('--cap-drop', cap);
+  for (const cap of sc.capabilities?.add ?? []) args.push('--cap-add', cap);
+  const seccomp = (sc.seccompProfile ?? podSc.seccompProfile)?.type;
+  if (seccomp === 'Unconfined') args.push('--security-opt', 'seccomp=unconfined');
+  else if (seccomp !== 'RuntimeDefault') throw new Error(`cannot translate seccompProfile ${String(seccomp)}`);
+  if (sc.readOnlyRootFilesystem) args.push('--read-only');
+
+  // Volumes: an emptyDir becomes a tmpfs with the same size limit.
+  for (const mount of container.volumeMounts ?? []) {
+    const emptyDir = podSpec.volumes?.find((v) => v.name === mount.name)?.emptyDir;
+    if (!emptyDir) throw new Error(`cannot translate volume ${mount.name}`);
+    const size = emptyDir.sizeLimit === undefined ? '' : `,tmpfs-size=${bytes(emptyDir.sizeLimit)}`;
+    args.push('--mount', `type=tmpfs,destination=${mount.mountPath},tmpfs-mode=1777${size}${mount.readOnly ? ',readonly' : ''}`);
+  }
+
+  // Resources: the memory limit is the cgroup limit; the CPU request becomes a CPU weight.
+  const limits = container.resources?.limits ?? {};
+  const requests = container.resources?.requests ?? {};
+  if (limits.memory !== undefined) args.push('--memory', String(bytes(limits.memory)), '--memory-swap', String(bytes(limits.memory)));
+  if (limits.cpu !== undefined) args.push('--cpus', String(millicores(limits.cpu) / 1000));
+  if (requests.cpu !== undefined) args.push('--cpu-shares', String(Math.max(2, Math.round((millicores(requests.cpu) * 1024) / 1000))));
+
+  // Environment, in order, with the downward API and $(VAR) expansion.
+  const env = new Map<string, string>();
+  const uid = randomUUID();
+  for (const e of container.env ?? []) {
+    let value: string;
+    if (e.valueFrom?.fieldRef) value = fieldValue(e.valueFrom.fieldRef.fieldPath, pod, uid);
+    else if (e.valueFrom) throw new Error(`cannot translate valueFrom of ${e.name}`);
+    else value = expand(e.value ?? '', env);
+    env.set(e.name, value);
+  }
+  for (const [name, value] of env) args.push('--env', `${name}=${value}`);
+
+  if (container.workingDir !== undefined) args.push('--workdir', container.workingDir);
+  const [entrypoint] = container.command ?? [];
+  if (entrypoint !== undefined) args.push('--entrypoint', entrypoint);
+  // Published on loopback only; the test probes these as the kubelet probes the pod IP.
+  for (const p of container.ports ?? []) args.push('--publish', `127.0.0.1::${p.containerPort}`);
+  if (podSpec.terminationGracePeriodSeconds !== undefined) args.push('--stop-timeout', String(podSpec.terminationGracePeriodSeconds));
+
+  return { args, env };
+}
+
+/** What follows the image in `docker run`: the rest of `command`, then `args`. */
+export function commandArgs(podSpec: IPodSpec, containerName: string): string[] {
+  const container = containerOf(podSpec, containerName);
+  return [...(container.command?.slice(1) ?? []), ...(container.args ?? [])];
+}
+
+/**
+ * One HTTP probe as the kubelet sends it: GET with its User-Agent, the probe's timeout,
+ * redirects not followed, success on 200-399.
+ */
+export async function probeOnce(probe: IProbe, baseUrl: string): Promise<{ ok: boolean; detail: string }> {
+  const path = must(probe.httpGet, 'httpGet probe').path ?? '/';
+  try {
+    const res = await fetch(`${baseUrl}${path}`, {
+      headers: { 'User-Agent': 'kube-probe/1.34', Accept: '*/*' },
+      redirect: 'manual',
+      signal: AbortSignal.timeout((probe.timeoutSeconds ?? 1) * 1000),
+    });
+    await res.arrayBuffer();
+    return { ok: res.status >= 200 && res.status < 400, detail: `HTTP ${res.status}` };
+  } catch (err) {
+    return { ok: false, detail: String(err) };
+  }
+}
+
+/**
+ * Runs `probe` every periodSeconds until it succeeds successThreshold times in a row (returns
+ * the seconds it took) or fails failureThreshold times in a row (throws: the kubelet would
+ * restart the container or mark it unready).
+ */
+export async function probeUntil(name: string, probe: IProbe, baseUrl: string): Promise<number> {
+  const started = Date.now();
+  let failures = 0;
+  let successes = 0;
+  for (;;) {
+    const result = await probeOnce(probe, baseUrl);
+    if (result.ok) {
+      failures = 0;
+      if (++successes >= (probe.successThreshold ?? 1)) return (Date.now() - started) / 1000;
+    } else {
+      successes = 0;
+      if (++failures >= (probe.failureThreshold ?? 3)) {
+        throw new Error(`${name} failed ${failures} times in a row (last: ${result.detail})`);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, (probe.periodSeconds ?? 10) * 1000));
+  }
+}
