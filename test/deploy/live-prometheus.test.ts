@@ -1,0 +1,282 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
+import { freePort, startService, type ServiceProcess } from '../support/service-process';
+import { PROMETHEUS_INSTALL, ROOT, interpolate, loadDashboard, promTargets, requireTool, ruleFiles, run } from './tools';
+
+// The whole observability path on real parts: the built service (started as in production, with
+// the telemetry preload) exports spans to an OTLP/HTTP receiver standing in for the collector
+// (test/support/otlp-receiver.ts); a real Prometheus scrapes its /metrics (OpenMetrics, exemplars
+// kept) with the alert and recording rules loaded, while this test sends traffic. Then every
+// dashboard query runs against that Prometheus.
+
+const JOB = 'product-service';
+const NAMESPACE = 'test';
+const POD = 'product-service-0';
+
+interface PromResponse<T> {
+  status: 'success' | 'error';
+  data: T;
+  error?: string;
+}
+interface Sample {
+  metric: Record<string, string>;
+  value: [number, string];
+}
+interface RuleState {
+  name: string;
+  type: 'alerting' | 'recording';
+  health: string;
+  lastError?: string;
+  state?: string;
+  lastEvaluation: string;
+  alerts?: Array<{ labels: Record<string, string>; state: string }>;
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: Error | undefined;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error instanceof Error ? error : new Error(String(error));
+    }
+    await sleep(250);
+  }
+  throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${last.message}`}`);
+}
+
+describe('dashboard and rules against a real Prometheus scraping the running service', () => {
+  let dir = '';
+  let service: ServiceProcess | undefined;
+  let prometheus: ChildProcess | undefined;
+  let receiver: OtlpReceiver | undefined;
+  let promUrl = '';
+  let trafficStarted = 0;
+  const ids: number[] = [];
+  const statuses = new Map<number, number>();
+
+  async function api<T>(path: string, params: Record<string, string> = {}): Promise<PromResponse<T>> {
+    const response = await fetch(`${promUrl}${path}?${new URLSearchParams(params).toString()}`);
+    return (await response.json()) as PromResponse<T>;
+  }
+  const query = (expr: string) => api<{ resultType: string; result: Sample[] }>('/api/v1/query', { query: expr });
+
+  beforeAll(async () => {
+    const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
+    const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
+    if (!existsSync(join(ROOT, 'dist', 'server.js'))) throw new Error('dist/server.js is missing: run `npm run build` first');
+    dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
+
+    receiver = await startOtlpReceiver();
+    service = await startService({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, // OTLP/HTTP protobuf, the default, as to a collector
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      OTEL_SERVICE_NAME: 'product-service',
+    });
+
+    // The scrape adds the labels a Kubernetes scrape would (namespace, pod), as deploy/compose.yaml does.
+    const port = await freePort();
+    promUrl = `http://127.0.0.1:${port}`;
+    const config = join(dir, 'prometheus.yml');
+    writeFileSync(
+      config,
+      stringify({
+        global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
+        rule_files: ruleFiles(),
+        scrape_configs: [
+          { job_name: JOB, static_configs: [{ targets: [`127.0.0.1:${service.metricsPort}`], labels: { namespace: NAMESPACE, pod: POD } }] },
+        ],
+      }),
+    );
+    const check = run(promtool, ['check', 'config', config]);
+    if (check.status !== 0) throw new Error(`promtool check config: ${check.stdout}${check.stderr}`);
+    const log = createWriteStream(join(dir, 'prometheus.log'));
+    prometheus = spawn(
+      prometheusBin,
+      [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--enable-feature=exemplar-storage', '--log.level=warn'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    prometheus.stdout?.pipe(log);
+    prometheus.stderr?.pipe(log);
+    await waitFor('Prometheus to scrape the service', async () => {
+      if (prometheus?.exitCode !== null) throw new Error(`prometheus exited: ${readFileSync(join(dir, 'prometheus.log'), 'utf8')}`);
+      const up = await query(`up{job="${JOB}"}`);
+      return up.data.result[0]?.value[1] === '1' ? true : undefined;
+    });
+
+    // About 12 s of traffic: POST /product in bursts of 5 (~40/s), plus /health, an unknown path
+    // (404) and a wrong method (405), so every panel has something to show.
+    trafficStarted = Date.now();
+    const base = service.baseUrl;
+    const count = (status: number): void => void statuses.set(status, (statuses.get(status) ?? 0) + 1);
+    while (Date.now() - trafficStarted < 12_000) {
+      const posts = Array.from({ length: 5 }, async () => {
+        const response = await fetch(`${base}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' });
+        count(response.status);
+        if (response.status === 201) ids.push(((await response.json()) as { product_id: number }).product_id);
+        else await response.arrayBuffer();
+      });
+      const others = ['/health', '/no-such-path'].map(async (path) => {
+        const response = await fetch(`${base}${path}`);
+        count(response.status);
+        await response.arrayBuffer();
+      });
+      const wrongMethod = fetch(`${base}/product`, { method: 'DELETE' }).then(async (response) => {
+        count(response.status);
+        await response.arrayBuffer();
+      });
+      await Promise.all([...posts, ...others, wrongMethod]);
+      await sleep(100);
+    }
+    // Let Prometheus scrape the final counts and evaluate the rules on them.
+    await sleep(3000);
+  });
+
+  afterAll(async () => {
+    if (prometheus && prometheus.exitCode === null) {
+      prometheus.kill('SIGTERM');
+      await once(prometheus, 'exit');
+    }
+    await service?.stop();
+    await receiver?.close();
+    if (dir !== '') rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the service answered the traffic as specified', () => {
+    expect(ids.length).toBeGreaterThan(200);
+    expect(statuses.get(201)).toBe(ids.length);
+    expect(statuses.get(404)).toBeGreaterThan(0);
+    expect(statuses.get(405)).toBeGreaterThan(0);
+    expect([...statuses.keys()].sort()).toEqual([200, 201, 404, 405]);
+    for (const id of ids) expect(Number.isInteger(id) && id >= 1 && id <= 2147483646).toBe(true);
+  });
+
+  it('product_ids_issued_total in Prometheus equals the ids the test received', async () => {
+    const issued = await query(`product_ids_issued_total{job="${JOB}"}`);
+    expect(issued.data.result.map((sample) => Number(sample.value[1]))).toEqual([ids.length]);
+    const created = await query(`sum(http_server_request_duration_seconds_count{job="${JOB}", http_request_method="POST", http_route="/product", http_response_status_code="201"})`);
+    expect(Number(created.data.result[0]?.value[1])).toBe(ids.length);
+  });
+
+  it('promtool check metrics accepts a live scrape', async () => {
+    const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
+    const exposition = await (await fetch(service?.metricsUrl ?? '')).text();
+    expect(exposition).toContain('product_ids_issued_total ');
+    const result = run(promtool, ['check', 'metrics'], { input: exposition });
+    // prom-client's default metrics name three gauges "..._total" (promtool: "non-counter
+    // metrics should not have _total suffix"); nothing else may be reported.
+    const problems = (result.stdout + result.stderr).split('\n').filter((line) => line.trim() !== '');
+    const promClientDefaults = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'].map(
+      (name) => `${name} non-counter metrics should not have "_total" suffix`,
+    );
+    expect(problems.filter((line) => !promClientDefaults.includes(line))).toEqual([]);
+    expect(result.status === 0 || problems.length > 0).toBe(true);
+  });
+
+  it('the dashboard variables find the service', async () => {
+    const values = async (label: string, match: string) =>
+      (await fetch(`${promUrl}/api/v1/label/${label}/values?${new URLSearchParams({ 'match[]': match }).toString()}`).then((r) => r.json()) as PromResponse<string[]>).data;
+    expect(await values('job', 'product_service_build_info')).toEqual([JOB]);
+    expect(await values('namespace', `product_service_build_info{job=~"${JOB}"}`)).toEqual([NAMESPACE]);
+    expect(await values('pod', `product_service_build_info{job=~"${JOB}", namespace=~".*"}`)).toEqual([POD]);
+    expect(await values('instance', `product_service_build_info{job=~"${JOB}", namespace=~".*", pod=~".*"}`)).toEqual([`127.0.0.1:${service?.metricsPort}`]);
+  });
+
+  const targets = promTargets(loadDashboard());
+  // Grafana escapes regex characters of the chosen values, and the backslash for the PromQL string.
+  const escape = (value: string) => value.replace(/[.*+?^${}()|[\]\\]/g, '\\\\$&');
+  const variableSets = (): Array<[string, Record<string, string>]> => [
+    ['All', { job: JOB, namespace: '.*', pod: '.*', instance: '.*' }],
+    ['one pod', { job: JOB, namespace: NAMESPACE, pod: POD, instance: escape(`127.0.0.1:${service?.metricsPort}`) }],
+  ];
+
+  it.each(['All', 'one pod'])('every dashboard query is valid and returns data (variables: %s)', async (set) => {
+    const values = variableSets().find(([name]) => name === set)?.[1] ?? {};
+    const empty: string[] = [];
+    for (const { panel, target, expr } of targets) {
+      const promql = interpolate(expr, values, '1m');
+      expect(promql, panel.title).not.toMatch(/\$/);
+      const result = await query(promql);
+      expect(result.status, `${panel.title} ${target.refId}: ${promql}: ${result.error ?? ''}`).toBe('success');
+      if (result.data.result.length === 0) empty.push(`${panel.title} ${target.refId}`);
+    }
+    // Only the kube-state-metrics queries (container limits and restarts) have nothing here.
+    const ksm = targets.filter(({ expr }) => expr.includes('kube_')).map(({ panel, target }) => `${panel.title} ${target.refId}`);
+    expect(empty.sort()).toEqual(ksm.sort());
+    expect(ksm.length).toBeLessThanOrEqual(3);
+  });
+
+  it('the latency panels have exemplars whose trace ids reach the trace backend and the logs', async () => {
+    const values = variableSets()[0]?.[1] ?? {};
+    const exemplarTargets = targets.filter(({ target }) => target.exemplar === true);
+    expect(exemplarTargets.length).toBeGreaterThanOrEqual(3);
+    const traceIds = new Set<string>();
+    for (const { panel, expr } of exemplarTargets) {
+      const result = await api<Array<{ exemplars: Array<{ labels: Record<string, string> }> }>>('/api/v1/query_exemplars', {
+        query: interpolate(expr, values, '1m'),
+        start: String((trafficStarted - 60_000) / 1000),
+        end: String(Date.now() / 1000),
+      });
+      expect(result.status, panel.title).toBe('success');
+      const found = result.data.flatMap((series) => series.exemplars.map((exemplar) => exemplar.labels.trace_id ?? ''));
+      expect(found.length, `${panel.title} has no exemplars`).toBeGreaterThan(0);
+      for (const id of found) {
+        expect(id).toMatch(/^[0-9a-f]{32}$/);
+        traceIds.add(id);
+      }
+    }
+    // "Click an exemplar, open its trace, find its log line": each exemplar's trace was exported
+    // over OTLP, and the service logged the request with the same trace_id.
+    // The spans also have what the dashboard's TraceQL search filters on: resource.service.name
+    // and span.http.route (absent, per the semantic conventions, when no route matched).
+    for (const id of traceIds) {
+      const spans = (await receiver?.waitForSpans((span) => span.traceId === id)) ?? [];
+      const logged = service?.logLines().find((line) => line.trace_id === id);
+      expect(logged, `no log line with trace_id ${id}`).toMatchObject({ msg: 'request completed' });
+      const route = logged?.route === 'unmatched' ? undefined : logged?.route;
+      const mine = spans.filter((span) => span.traceId === id);
+      expect(mine.some((span) => span.resource['service.name'] === 'product-service' && span.attributes['http.route'] === route), JSON.stringify(mine)).toBe(true);
+    }
+  });
+
+  it('loads every rule, evaluates it without error, and nothing is pending or firing on the healthy service', async () => {
+    const rules = await api<{ groups: Array<{ name: string; file: string; rules: RuleState[] }> }>('/api/v1/rules');
+    const loaded = rules.data.groups.flatMap((group) => group.rules);
+    const expected = ruleFiles().flatMap((file) =>
+      (parse(readFileSync(file, 'utf8')) as { groups: Array<{ rules: Array<{ alert?: string; record?: string }> }> }).groups.flatMap((g) =>
+        g.rules.map((rule) => rule.alert ?? rule.record),
+      ),
+    );
+    expect(loaded.map((rule) => rule.name).sort()).toEqual(expected.sort());
+    for (const rule of loaded) {
+      expect(rule.health, `${rule.name}: ${rule.lastError ?? ''}`).toBe('ok');
+      expect(Date.parse(rule.lastEvaluation), rule.name).toBeGreaterThan(trafficStarted);
+      if (rule.type === 'alerting') expect({ name: rule.name, state: rule.state, alerts: rule.alerts }).toEqual({ name: rule.name, state: 'inactive', alerts: [] });
+    }
+    const alerts = await api<{ alerts: unknown[] }>('/api/v1/alerts');
+    expect(alerts.data.alerts).toEqual([]);
+    // The SLO recording rules match this job: 0 errors among the POST /product requests.
+    const ratio = await query(`job_namespace:product_service_create_errors:ratio_rate5m{job="${JOB}", namespace="${NAMESPACE}"}`);
+    expect(ratio.data.result.map((sample) => sample.value[1])).toEqual(['0']);
+  });
+
+  // Proof that the silence above means something: the same rules react on the live data.
+  it('when the service stops, the down alerts become pending', async () => {
+    await service?.stop();
+    const pending = await waitFor('ProductServiceDown and ProductServiceTargetDown to be pending', async () => {
+      const alerts = await api<{ alerts: Array<{ labels: Record<string, string>; state: string }> }>('/api/v1/alerts');
+      const names = alerts.data.alerts.filter((alert) => alert.state === 'pending').map((alert) => alert.labels.alertname ?? '');
+      return names.includes('ProductServiceDown') && names.includes('ProductServiceTargetDown') ? names.sort() : undefined;
+    });
+    expect(pending).toEqual(['ProductServiceDown', 'ProductServiceTargetDown']);
+  });
+});

@@ -1,0 +1,111 @@
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const ROOT = join(__dirname, '..', '..');
+export const RULES_DIR = join(ROOT, 'deploy', 'prometheus', 'rules');
+export const DASHBOARD = join(ROOT, 'deploy', 'grafana', 'dashboards', 'product-service.json');
+export const RUNBOOK = join(ROOT, 'docs', 'runbook.md');
+export const COMPOSE = join(ROOT, 'deploy', 'compose.yaml');
+
+/** Rule files (what Prometheus and the Helm chart load) and their promtool unit tests. */
+export const ruleFiles = (): string[] =>
+  readdirSync(RULES_DIR)
+    .filter((name) => name.endsWith('.yaml') && !name.endsWith('.test.yaml'))
+    .sort()
+    .map((name) => join(RULES_DIR, name));
+export const ruleTestFiles = (): string[] =>
+  readdirSync(RULES_DIR)
+    .filter((name) => name.endsWith('.test.yaml'))
+    .sort()
+    .map((name) => join(RULES_DIR, name));
+
+/** The path of a command on PATH; throws (never skips) with the way to get it when it is missing. */
+export function requireTool(name: string, install: string): string {
+  const found = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
+  const path = found.stdout.trim();
+  if (found.status !== 0 || path === '') throw new Error(`${name} is not installed; run ${install}`);
+  return path;
+}
+
+export const PROMETHEUS_INSTALL = 'sh scripts/ci/install-prometheus.sh (as root)';
+
+export interface RunResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command to completion; the output is returned so that a failing assertion shows it. */
+export function run(command: string, args: string[], options: { cwd?: string; input?: string; timeoutMs?: number } = {}): RunResult {
+  const result = spawnSync(command, args, {
+    cwd: options.cwd ?? ROOT,
+    input: options.input,
+    encoding: 'utf8',
+    timeout: options.timeoutMs ?? 120_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (result.error) throw result.error;
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+// The parts of a Grafana dashboard these tests read.
+export interface DatasourceRef {
+  type?: string;
+  uid?: string;
+}
+export interface Target {
+  refId: string;
+  datasource?: DatasourceRef;
+  expr?: string;
+  query?: string;
+  exemplar?: boolean;
+  format?: string;
+}
+export interface Panel {
+  id: number;
+  type: string;
+  title: string;
+  datasource?: DatasourceRef;
+  targets?: Target[];
+  panels?: Panel[];
+}
+export interface Variable {
+  type: string;
+  name: string;
+  query: unknown;
+  includeAll?: boolean;
+  multi?: boolean;
+  allValue?: string;
+  datasource?: DatasourceRef;
+}
+export interface Dashboard {
+  uid: string;
+  title: string;
+  panels: Panel[];
+  templating: { list: Variable[] };
+}
+
+export const loadDashboard = (): Dashboard => JSON.parse(readFileSync(DASHBOARD, 'utf8')) as Dashboard;
+
+/** Every panel, including those nested in collapsed rows. */
+export function allPanels(dashboard: Dashboard): Panel[] {
+  return dashboard.panels.flatMap((panel) => [panel, ...(panel.panels ?? [])]);
+}
+
+/** The PromQL targets of the dashboard (those on the Prometheus data source variable). */
+export function promTargets(dashboard: Dashboard): Array<{ panel: Panel; target: Target; expr: string }> {
+  return allPanels(dashboard).flatMap((panel) =>
+    (panel.targets ?? [])
+      .filter((target) => (target.datasource ?? panel.datasource)?.type === 'prometheus')
+      .map((target) => ({ panel, target, expr: target.expr ?? '' })),
+  );
+}
+
+/**
+ * Fills the dashboard variables in as Grafana does before it sends a query. `values` gives the
+ * regex each filter variable becomes (".*" is Grafana's "All" here, see allValue).
+ */
+export function interpolate(expr: string, values: Record<string, string>, rateInterval: string): string {
+  return expr.replace(/\$__rate_interval/g, rateInterval).replace(/\$\{?(\w+)\}?/g, (whole, name: string) => values[name] ?? whole);
+}
