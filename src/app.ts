@@ -1,11 +1,11 @@
 import type { RouterContext } from '@koa/router';
 import Koa, { type Context, type Next } from 'koa';
-import { context as otelContext, trace } from '@opentelemetry/api';
-import { getRPCMetadata, RPCType } from '@opentelemetry/core';
+import { TraceFlags } from '@opentelemetry/api';
 import type { Logger } from './logger';
 import { UNMATCHED_ROUTE, type Metrics } from './metrics';
 import { HttpProblem, problem, PROBLEM_CONTENT_TYPE } from './problem';
 import { createRouter, type RouteDependencies } from './routes';
+import { endServerSpan, startServerSpan, withServerSpan } from './server-span';
 
 export interface AppDependencies {
   bodyLimit: number;
@@ -17,7 +17,7 @@ export interface AppDependencies {
 /** Paths probed by the kubelet or scraped by Prometheus: their request lines are logged at debug. */
 const PROBE_ROUTES = new Set(['/health']);
 
-/** The Koa application: observation, then error answers, then the two routes. No globals. */
+/** The Koa application: observation and error answers, then the two routes. No globals. */
 export function createApp(deps: AppDependencies): Koa {
   const app = new Koa();
   const router = createRouter({
@@ -27,7 +27,6 @@ export function createApp(deps: AppDependencies): Koa {
   });
 
   app.use(observeRequests(deps));
-  app.use(answerProblems(deps.logger));
   app.use(router.routes());
   app.use(router.allowedMethods());
 
@@ -36,31 +35,41 @@ export function createApp(deps: AppDependencies): Koa {
   return app;
 }
 
+/** Probes and scrapes create no spans: they would drown the traces that matter. */
+const UNTRACED_PATHS = new Set(['/health', '/metrics']);
+
 /**
- * Outermost middleware: sets the headers every answer carries, then, once the answer is known,
- * records the duration histogram, the request log line and the route of the trace's server span.
+ * The one middleware around the routes (one layer, not two: each Koa layer costs a closure and a
+ * promise per request). It sets the headers every answer carries, runs the request inside its
+ * server span, turns failures into problem answers, then records the duration histogram (with the
+ * trace id as exemplar), the request log line (inside the span, so it carries trace_id) and ends the span.
  */
 function observeRequests(deps: AppDependencies) {
   return async function observe(ctx: Context, next: Next): Promise<void> {
     const startedAt = performance.now();
-    ctx.set('X-Content-Type-Options', 'nosniff');
-    await next();
-    const seconds = (performance.now() - startedAt) / 1000;
-    const route = routeOf(ctx);
-
-    // The route names the server span ("POST /product") and sets its http.route, through the
-    // RPC metadata that @opentelemetry/instrumentation-http reads when the span ends.
-    const rpcMetadata = getRPCMetadata(otelContext.active());
-    if (rpcMetadata?.type === RPCType.HTTP && route !== UNMATCHED_ROUTE) rpcMetadata.route = route;
-
-    const spanContext = trace.getActiveSpan()?.spanContext();
-    const sampled = spanContext !== undefined && (spanContext.traceFlags & 1) === 1;
-    deps.metrics.observeRequest(ctx.method, route, ctx.status, seconds, sampled ? spanContext.traceId : undefined);
-
-    const line = { method: ctx.method, route, status: ctx.status, duration_ms: Math.round(seconds * 1e6) / 1e3 };
-    if (PROBE_ROUTES.has(route)) deps.logger.debug(line, 'request completed');
-    else deps.logger.info(line, 'request completed');
+    ctx.res.setHeader('X-Content-Type-Options', 'nosniff');
+    const serverSpan = UNTRACED_PATHS.has(ctx.path) ? undefined : startServerSpan(ctx.req, ctx.path);
+    await withServerSpan(serverSpan, async () => {
+      await answerProblems(ctx, next, deps.logger);
+      const seconds = (performance.now() - startedAt) / 1000;
+      const route = routeOf(ctx);
+      const status = ctx.status;
+      let exemplarTraceId: string | undefined;
+      if (serverSpan !== undefined) {
+        endServerSpan(serverSpan, ctx.method, status, route === UNMATCHED_ROUTE ? undefined : route);
+        const spanContext = serverSpan.span.spanContext();
+        if (isSpanContextSampled(spanContext.traceFlags)) exemplarTraceId = spanContext.traceId;
+      }
+      deps.metrics.observeRequest(ctx.method, route, status, seconds, exemplarTraceId);
+      const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3 };
+      if (PROBE_ROUTES.has(route)) deps.logger.debug(line, 'request completed');
+      else deps.logger.info(line, 'request completed');
+    });
   };
+}
+
+function isSpanContextSampled(traceFlags: number): boolean {
+  return (traceFlags & TraceFlags.SAMPLED) !== 0;
 }
 
 /** The route template that matched (even when only the path did, as for a 405), or UNMATCHED_ROUTE. */
@@ -70,22 +79,20 @@ function routeOf(ctx: Context): string {
 }
 
 /** Turns every failure, and every error status left without a body, into an RFC 9457 answer. */
-function answerProblems(logger: Logger) {
-  return async function problems(ctx: Context, next: Next): Promise<void> {
-    try {
-      await next();
-      if (ctx.status >= 400 && ctx.body == null) writeProblem(ctx, ctx.status);
-    } catch (error) {
-      if (error instanceof HttpProblem) {
-        writeProblem(ctx, error.status, error.detail);
-        ctx.set(error.headers);
-      } else {
-        // Details stay in the log; the client learns only that it was our fault.
-        logger.error({ err: error }, 'unexpected error while serving a request');
-        writeProblem(ctx, 500, 'The server failed to answer this request; it has been logged.');
-      }
+async function answerProblems(ctx: Context, next: Next, logger: Logger): Promise<void> {
+  try {
+    await next();
+    if (ctx.status >= 400 && ctx.body == null) writeProblem(ctx, ctx.status);
+  } catch (error) {
+    if (error instanceof HttpProblem) {
+      writeProblem(ctx, error.status, error.detail);
+      ctx.set(error.headers);
+    } else {
+      // Details stay in the log; the client learns only that it was our fault.
+      logger.error({ err: error }, 'unexpected error while serving a request');
+      writeProblem(ctx, 500, 'The server failed to answer this request; it has been logged.');
     }
-  };
+  }
 }
 
 function writeProblem(ctx: Context, status: number, detail?: string): void {

@@ -68,7 +68,14 @@ export async function gracefulShutdown(signal: NodeJS.Signals, options: Shutdown
   // Whatever is left of the timeout (at least one second) is for the spans of the last requests.
   const flushBudgetMs = Math.max(1000, deadline - Date.now());
   const flushed = await Promise.race([
-    options.flushTelemetry().then(() => true),
+    options.flushTelemetry().then(
+      () => true,
+      // A collector that is down or failing loses these spans; it must not fail the shutdown.
+      (error: unknown) => {
+        logger.warn({ err: error }, 'shutdown: the last spans could not be exported');
+        return true;
+      },
+    ),
     sleep(flushBudgetMs, false, { ref: false }),
   ]);
   if (!flushed) logger.warn({ budget_ms: flushBudgetMs }, 'shutdown: telemetry flush did not finish in time');

@@ -5,6 +5,11 @@
  * runs before the application exists; both sides require this same file, so they share its state.
  */
 
+export const telemetryState = {
+  /** True once the preload has set up tracing (not under OTEL_SDK_DISABLED, nor without the preload). */
+  tracingEnabled: false,
+};
+
 /** Plain numbers: incrementing them costs nothing on the request path. */
 export const spanExportStats = {
   /** Spans accepted into the export queue. */

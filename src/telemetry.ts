@@ -1,8 +1,8 @@
 /**
  * Telemetry bootstrap, preloaded before any application module:
  *   node --require ./dist/telemetry.js dist/server.js
- * Instrumentation works by patching `require`, so it must be in place before `http` and `pino`
- * are loaded by the application.
+ * Instrumentation works by patching `require`, so it must be in place before `pino` is loaded
+ * by the application.
  *
  * Configured only through the standard OTEL_* variables:
  * - OTEL_SDK_DISABLED=true: nothing is loaded or patched.
@@ -23,7 +23,6 @@ import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
-import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
 import { containerDetector } from '@opentelemetry/resource-detector-container';
 import {
@@ -48,10 +47,7 @@ import {
 } from '@opentelemetry/sdk-trace';
 import { serviceInfo } from './service-info';
 import { CountingSpanExporter, CountingSpanProcessor } from './span-counting';
-import { onTelemetryShutdown } from './telemetry-state';
-
-/** Probes and scrapes are not traced: they would drown the traces that matter. */
-const UNTRACED_PATHS = new Set(['/health', '/metrics']);
+import { onTelemetryShutdown, telemetryState } from './telemetry-state';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -91,13 +87,12 @@ export function startTelemetry(): void {
     onTelemetryShutdown(() => provider.shutdown());
   }
 
+  // The server span of each request is made by the application (src/server-span.ts), not by
+  // @opentelemetry/instrumentation-http: see there why. The service calls nothing, so there is no
+  // client side to instrument.
+  telemetryState.tracingEnabled = true;
   registerInstrumentations({
     instrumentations: [
-      new HttpInstrumentation({
-        ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.has((request.url ?? '/').split('?')[0] ?? '/'),
-        // The service calls nothing; the exporter's own requests are never traced either.
-        disableOutgoingRequestInstrumentation: true,
-      }),
       // Adds trace_id/span_id/trace_flags to log lines written inside a request. Sending logs over
       // OTLP is off: they already go to stdout, and would arrive twice.
       new PinoInstrumentation({ disableLogSending: true }),
