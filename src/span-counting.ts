@@ -8,13 +8,17 @@ import { spanExportStats } from './telemetry-state';
  * queue counter below when spans leave the queue. Public SpanExporter interface only.
  */
 export class CountingSpanExporter implements SpanExporter {
+  private inner: SpanExporter | undefined;
+
   constructor(
-    private readonly inner: SpanExporter,
+    /** Creates the real exporter at the first export: loading it is kept off the start-up path. */
+    private readonly createInner: () => SpanExporter,
     private readonly onTakenFromQueue: (count: number) => void,
   ) {}
 
   export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
     this.onTakenFromQueue(spans.length);
+    this.inner ??= this.createInner();
     this.inner.export(spans, (result) => {
       if (result.code === ExportResultCode.SUCCESS) spanExportStats.exported += spans.length;
       else spanExportStats.exportFailed += spans.length;
@@ -23,11 +27,11 @@ export class CountingSpanExporter implements SpanExporter {
   }
 
   shutdown(): Promise<void> {
-    return this.inner.shutdown();
+    return this.inner?.shutdown() ?? Promise.resolve();
   }
 
   forceFlush(): Promise<void> {
-    return this.inner.forceFlush?.() ?? Promise.resolve();
+    return this.inner?.forceFlush?.() ?? Promise.resolve();
   }
 }
 
