@@ -74,7 +74,7 @@ describe('POST /product accepts any body as given', () => {
   });
   it('gives a fresh id per request', async () => {
     const ids = new Set<number>();
-    for (let i = 0; i < 20; i++) ids.add((await request(service.baseUrl).post('/product')).body.product_id as number);
+    for (let i = 0; i < 20; i++) ids.add(((await request(service.baseUrl).post('/product')).body as { product_id: number }).product_id);
     // 20 draws from 2^31 values: a repeat has probability ~1e-7.
     expect(ids.size).toBe(20);
   });

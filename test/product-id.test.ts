@@ -35,7 +35,10 @@ async function drawIds(port: number, count: number, concurrency = 8): Promise<nu
 /** Pearson's chi-square statistic of `values` over `bins` equal-width bins of [1, MAX_ID]. */
 function chiSquare(values: number[], bins: number): number {
   const counts = new Array<number>(bins).fill(0);
-  for (const value of values) counts[Math.floor(((value - 1) / MAX_ID) * bins)]! += 1;
+  for (const value of values) {
+    const bin = Math.floor(((value - 1) / MAX_ID) * bins);
+    counts[bin] = (counts[bin] ?? 0) + 1;
+  }
   const expected = values.length / bins;
   return counts.reduce((sum, observed) => sum + (observed - expected) ** 2 / expected, 0);
 }

@@ -52,7 +52,7 @@ export async function startService(env: Record<string, string> = {}, options: { 
   const waiters = new Set<() => void>();
   let stderr = '';
   let pending = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     pending += chunk;
     const parts = pending.split('\n');
     pending = parts.pop() ?? '';
@@ -66,7 +66,7 @@ export async function startService(env: Record<string, string> = {}, options: { 
     }
     for (const wake of waiters) wake();
   });
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     stderr += chunk;
   });
   const exited = new Promise<number | string>((resolve) => {

@@ -1,0 +1,158 @@
+// The log stream: JSON lines a log pipeline can index without configuration, one line per
+// request (probes only at debug), never a request body, and unexpected errors logged in full
+// while the client learns nothing about them.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { startInProcess } from './support/in-process';
+import { freePort, ROOT, startService } from './support/service-process';
+
+const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string; scripts: Record<string, string> };
+const VERSION = PACKAGE.version;
+/** The telemetry preload of the production start command (`npm start`). */
+const PRELOAD = /--require\s+(\S+)/.exec(PACKAGE.scripts.start ?? '')?.[1] ?? 'missing --require in the start script';
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+const post = (baseUrl: string, body = '{}'): Promise<Response> =>
+  fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+
+describe('the built service at the default level (info)', () => {
+  it('writes JSON lines with a level word, ISO time, service and version; one line per request; never the body', async () => {
+    const svc = await startService({});
+    try {
+      const marker = 'body-marker-7f3a9c';
+      for (let i = 0; i < 3; i += 1) expect((await post(svc.baseUrl, `{"name":"${marker}-${i}"}`)).status).toBe(201);
+      expect((await fetch(`${svc.baseUrl}/health`)).status).toBe(200);
+      expect((await fetch(`${svc.baseUrl}/nope`)).status).toBe(404);
+      await svc.waitForLog((line) => line.msg === 'request completed' && line.route === 'unmatched');
+
+      const requestLines = svc.logLines().filter((line) => line.msg === 'request completed');
+      expect(requestLines.map((line) => line.route)).toEqual(['/product', '/product', '/product', 'unmatched']);
+      for (const line of requestLines.slice(0, 3)) {
+        expect(line).toMatchObject({ level: 'info', method: 'POST', route: '/product', status: 201 });
+        expect(typeof line.duration_ms).toBe('number');
+        expect(line.duration_ms).toBeGreaterThanOrEqual(0);
+      }
+      expect(requestLines[3]).toMatchObject({ level: 'info', method: 'GET', status: 404 });
+
+      // 'exit' can come before the last stdout bytes are read; 'close' comes after them.
+      const closed = once(svc.child, 'close');
+      expect(await svc.stop('SIGTERM')).toBe(0);
+      await closed;
+      const lines = svc.logLines();
+      // startService keeps a line that is not JSON as { raw }.
+      expect(lines.filter((line) => 'raw' in line)).toEqual([]);
+      for (const line of lines) {
+        expect(line).toMatchObject({ service: 'product-service', version: VERSION });
+        expect(['fatal', 'error', 'warn', 'info', 'debug', 'trace']).toContain(line.level);
+        expect(line.time).toMatch(ISO_8601);
+        expect(Number.isNaN(Date.parse(String(line.time)))).toBe(false);
+      }
+      const messages = lines.map((line) => String(line.msg));
+      expect(messages[0]).toBe('product-service listening');
+      expect(messages.some((msg) => msg.startsWith('shutdown started'))).toBe(true);
+      // In order, to the last line: an exit that does not wait for the asynchronous stdout writes
+      // loses or reorders the lines that say why the process ended.
+      expect(messages.at(-1)).toBe('shutdown complete');
+      const times = lines.map((line) => String(line.time));
+      expect(times).toEqual([...times].sort());
+      expect(JSON.stringify(lines)).not.toContain(marker);
+      expect(svc.stderr()).toBe('');
+    } finally {
+      await svc.stop('SIGKILL');
+    }
+  });
+});
+
+describe('LOG_LEVEL', () => {
+  it('debug adds the /health request lines, at level debug', async () => {
+    const svc = await startService({ LOG_LEVEL: 'debug' });
+    try {
+      expect((await fetch(`${svc.baseUrl}/health`)).status).toBe(200);
+      const line = await svc.waitForLog((l) => l.msg === 'request completed' && l.route === '/health');
+      expect(line).toMatchObject({ level: 'debug', method: 'GET', status: 200, service: 'product-service', version: VERSION });
+    } finally {
+      await svc.stop('SIGKILL');
+    }
+  });
+
+  it('silent writes nothing on stdout', async () => {
+    // startService waits for the start-up line, which silent suppresses: start the process here.
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--require', join(ROOT, PRELOAD), join(ROOT, 'dist', 'server.js')], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(await freePort()), LOG_LEVEL: 'silent' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    const exited = once(child, 'exit');
+    try {
+      await waitUntilListening(`http://127.0.0.1:${port}/health`);
+      expect((await post(`http://127.0.0.1:${port}`)).status).toBe(201);
+      expect((await fetch(`http://127.0.0.1:${port}/nope`)).status).toBe(404);
+      child.kill('SIGTERM');
+      const [code] = (await exited) as [number | null];
+      expect(code).toBe(0);
+      expect(output).toBe('');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
+
+async function waitUntilListening(url: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    await sleep(50);
+  }
+}
+
+describe('an unexpected error while serving a request', () => {
+  it('is logged with its stack, answered 500 problem+json without details, and the next request succeeds', async () => {
+    let failNext = true;
+    const svc = await startInProcess({
+      issueProductId: () => {
+        if (failNext) {
+          failNext = false;
+          throw new Error('boom-marker');
+        }
+        return 42;
+      },
+    });
+    try {
+      const failed = await post(svc.baseUrl);
+      expect(failed.status).toBe(500);
+      expect(failed.headers.get('content-type')).toBe('application/problem+json');
+      const body = await failed.text();
+      expect(JSON.parse(body)).toMatchObject({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
+      expect(body).not.toContain('boom-marker');
+      expect(body).not.toMatch(/\bat .*:\d+:\d+|node_modules|\.ts\b|\.js\b/);
+
+      const errorLines = svc.logs.filter((line) => line.level === 'error');
+      expect(errorLines).toHaveLength(1);
+      const err = errorLines[0]?.err as { message?: string; stack?: string; type?: string } | undefined;
+      expect(err?.type).toBe('Error');
+      expect(err?.message).toBe('boom-marker');
+      expect(err?.stack).toContain('boom-marker');
+      expect(svc.logs.find((line) => line.msg === 'request completed')).toMatchObject({ level: 'info', route: '/product', status: 500 });
+
+      const next = await post(svc.baseUrl);
+      expect(next.status).toBe(201);
+      expect(await next.json()).toEqual({ product_id: 42 });
+      expect(svc.metrics.registry.getSingleMetric('product_ids_issued_total')).toBeDefined();
+      expect((await svc.metrics.render(undefined)).body).toMatch(/^product_ids_issued_total 1$/m);
+    } finally {
+      await svc.close();
+    }
+  });
+});

@@ -1,0 +1,194 @@
+// The Prometheus exposition: which port serves it, what it counts, the label values it may
+// contain, its two formats (plain text and OpenMetrics with exemplars) and that promtool accepts it.
+// Counting is proven in-process (fast, exact); the port layout, process metrics, build info and
+// trace exemplars need the built service, started as production starts it.
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { startInProcess, type InProcessService } from './support/in-process';
+import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
+import { ROOT, startService, type ServiceProcess } from './support/service-process';
+
+const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
+const OPENMETRICS = 'application/openmetrics-text';
+const SEMCONV_BUCKETS = ['0.005', '0.01', '0.025', '0.05', '0.075', '0.1', '0.25', '0.5', '0.75', '1', '2.5', '5', '7.5', '10', '+Inf'];
+
+/** The value of one sample in an exposition, or undefined when the series is absent. */
+function sample(exposition: string, series: string): number | undefined {
+  const line = exposition.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1).split(' ')[0]);
+}
+
+/** The sample lines of `metric` (name exactly, or name plus a suffix such as _bucket) as name, labels and value. */
+function series(exposition: string, name: string): Array<{ name: string; labels: Record<string, string>; value: number; rest: string }> {
+  const pattern = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*?)\})? (\S+)(.*)$/;
+  return exposition.split('\n').flatMap((line) => {
+    const match = pattern.exec(line);
+    if (match === null || !match[1]?.startsWith(name)) return [];
+    const labels: Record<string, string> = {};
+    for (const [, key = '', value = ''] of (match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)) labels[key] = value;
+    return [{ name: match[1], labels, value: Number(match[3]), rest: match[4] ?? '' }];
+  });
+}
+
+const post = (baseUrl: string, path = '/product', init: RequestInit = {}): Promise<Response> =>
+  fetch(`${baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}', ...init });
+
+describe('counting, in-process', () => {
+  let svc: InProcessService;
+  beforeAll(async () => {
+    // A small body limit, so that a 413 is cheap to provoke.
+    svc = await startInProcess({ bodyLimit: 64 });
+  });
+  afterAll(() => svc.close());
+
+  it('product_ids_issued_total equals the number of 201 answers, and nothing else increments it', async () => {
+    const exposition = async (): Promise<string> => (await svc.metrics.render(undefined)).body;
+    expect(sample(await exposition(), 'product_ids_issued_total')).toBe(0);
+
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i += 1) statuses.push((await post(svc.baseUrl)).status);
+    statuses.push((await post(svc.baseUrl, '/product', { body: 'x'.repeat(65) })).status);
+    statuses.push((await fetch(`${svc.baseUrl}/product`)).status);
+    statuses.push((await fetch(`${svc.baseUrl}/product`, { method: 'PUT', body: '{}' })).status);
+    statuses.push((await post(svc.baseUrl, '/products')).status);
+    statuses.push((await fetch(`${svc.baseUrl}/health`)).status);
+    expect(statuses).toEqual([201, 201, 201, 201, 201, 201, 201, 413, 405, 405, 404, 200]);
+
+    expect(sample(await exposition(), 'product_ids_issued_total')).toBe(7);
+  });
+
+  it('http_server_request_duration_seconds: semconv labels and buckets, "unmatched" instead of unknown paths', async () => {
+    // A fresh application, so that the counts below are this test's alone.
+    const svc = await startInProcess();
+    onTestFinished(() => svc.close());
+    await post(svc.baseUrl);
+    await fetch(`${svc.baseUrl}/health`);
+    await fetch(`${svc.baseUrl}/random-xyz-4711`);
+    await post(svc.baseUrl, '/product/random-abc-4712');
+    const { body } = await svc.metrics.render(undefined);
+
+    const counts = series(body, 'http_server_request_duration_seconds_count');
+    expect(counts.length).toBeGreaterThan(0);
+    for (const { labels } of counts) {
+      expect(Object.keys(labels).sort()).toEqual(['http_request_method', 'http_response_status_code', 'http_route']);
+      expect(['/product', '/health', 'unmatched']).toContain(labels.http_route);
+    }
+    const count = (method: string, route: string, status: string): number | undefined =>
+      counts.find(({ labels }) => labels.http_request_method === method && labels.http_route === route && labels.http_response_status_code === status)?.value;
+    expect(count('POST', '/product', '201')).toBeGreaterThanOrEqual(1);
+    expect(count('GET', '/health', '200')).toBeGreaterThanOrEqual(1);
+    expect(count('GET', 'unmatched', '404')).toBe(1);
+    expect(count('POST', 'unmatched', '404')).toBe(1);
+    // A raw path as a label value would make every scanner's URL a new series.
+    expect(body).not.toContain('random-xyz');
+    expect(body).not.toContain('random-abc');
+
+    const buckets = series(body, 'http_server_request_duration_seconds_bucket').filter(
+      ({ labels }) => labels.http_route === '/product' && labels.http_response_status_code === '201',
+    );
+    expect(buckets.map(({ labels }) => labels.le)).toEqual(SEMCONV_BUCKETS);
+  });
+});
+
+describe('the built service', () => {
+  let collector: OtlpReceiver;
+  let svc: ServiceProcess;
+  beforeAll(async () => {
+    collector = await startOtlpReceiver('ok');
+    svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '100' });
+  });
+  afterAll(async () => {
+    await svc.stop('SIGKILL');
+    await collector.close();
+  });
+
+  it('serves /metrics on the metrics port only', async () => {
+    const onApiPort = await fetch(`${svc.baseUrl}/metrics`);
+    expect(onApiPort.status).toBe(404);
+    expect(onApiPort.headers.get('content-type')).toBe('application/problem+json');
+    expect(await onApiPort.json()).toMatchObject({ status: 404 });
+
+    const otherPath = await fetch(`http://127.0.0.1:${svc.metricsPort}/metricsx`);
+    expect(otherPath.status).toBe(404);
+    expect(otherPath.headers.get('content-type')).toBe('application/problem+json');
+    expect(await otherPath.json()).toMatchObject({ status: 404 });
+
+    const wrongMethod = await fetch(svc.metricsUrl, { method: 'POST', body: '' });
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get('allow')).toBe('GET, HEAD');
+    expect(wrongMethod.headers.get('content-type')).toBe('application/problem+json');
+    expect(await wrongMethod.json()).toMatchObject({ status: 405 });
+
+    const head = await fetch(svc.metricsUrl, { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(await head.text()).toBe('');
+  });
+
+  it('includes process and Node.js metrics and the build info', async () => {
+    const body = await (await fetch(svc.metricsUrl)).text();
+    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds']) {
+      expect(sample(body, name), name).toBeGreaterThan(0);
+    }
+    expect(body).toMatch(/^# TYPE nodejs_gc_duration_seconds histogram$/m);
+    const [buildInfo, ...more] = series(body, 'product_service_build_info');
+    expect(more).toEqual([]);
+    expect(buildInfo?.labels).toMatchObject({ version: VERSION, nodejs_version: process.version });
+    expect(buildInfo?.labels.revision).toBeTruthy();
+    expect(buildInfo?.value).toBe(1);
+  });
+
+  it('answers plain Prometheus text by default: no exemplars, no # EOF', async () => {
+    await post(svc.baseUrl, '/product', { headers: { 'content-type': 'application/json', traceparent: `00-${'a1'.repeat(16)}-${'b2'.repeat(8)}-01` } });
+    const response = await fetch(svc.metricsUrl);
+    expect(response.headers.get('content-type')).toBe(PLAIN_TEXT);
+    const body = await response.text();
+    expect(body).not.toContain('# EOF');
+    expect(body).not.toContain('trace_id');
+    expect(body).not.toMatch(/ # \{/);
+    expect(sample(body, 'product_ids_issued_total')).toBeGreaterThan(0);
+  });
+
+  it('answers OpenMetrics with trace exemplars when asked, and plain text still has counters afterwards', async () => {
+    const traceId = '5e1f0c2a9b8d7e6f5a4b3c2d1e0f9a8b';
+    const answer = await post(svc.baseUrl, '/product', {
+      headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${'c3'.repeat(8)}-01` },
+    });
+    expect(answer.status).toBe(201);
+    // The exemplar is the span's trace: the same trace reached the collector.
+    await collector.waitForSpans((span) => span.traceId === traceId);
+
+    const response = await fetch(svc.metricsUrl, { headers: { accept: `${OPENMETRICS}; version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1` } });
+    expect(response.headers.get('content-type')).toMatch(/^application\/openmetrics-text; version=1\.0\.0/);
+    const body = await response.text();
+    expect(body.endsWith('# EOF\n')).toBe(true);
+    const withExemplar = series(body, 'http_server_request_duration_seconds_bucket').filter(
+      ({ labels, rest }) => labels.http_route === '/product' && rest.includes(`# {trace_id="${traceId}"}`),
+    );
+    expect(withExemplar).toHaveLength(1);
+    expect(withExemplar[0]?.rest).toMatch(/^ # \{trace_id="[0-9a-f]{32}"\} \d+(\.\d+)?(e-?\d+)? \d+(\.\d+)?$/);
+    expect(body).toMatch(/^product_ids_issued_total \d+$/m);
+
+    // prom-client renames counters while it writes OpenMetrics; a plain scrape must not see that.
+    const after = await (await fetch(svc.metricsUrl)).text();
+    expect(sample(after, 'product_ids_issued_total')).toBeGreaterThan(0);
+    expect(after).toMatch(/^# TYPE product_ids_issued_total counter$/m);
+    expect(after).toMatch(/^# TYPE process_cpu_seconds_total counter$/m);
+    expect(after).not.toContain('# EOF');
+  });
+
+  const promtool = spawnSync('which', ['promtool'], { encoding: 'utf8' }).stdout.trim();
+  it.skipIf(promtool === '')(
+    `promtool check metrics accepts a live scrape${promtool === '' ? ' (SKIPPED: promtool is not on PATH; the deploy project runs this check with promtool installed)' : ''}`,
+    async () => {
+      await post(svc.baseUrl);
+      await fetch(`${svc.baseUrl}/health`);
+      await fetch(`${svc.baseUrl}/nope`);
+      const body = await (await fetch(svc.metricsUrl)).text();
+      const check = spawnSync(promtool, ['check', 'metrics'], { input: body, encoding: 'utf8' });
+      expect(check.status, check.stdout + check.stderr).toBe(0);
+    },
+  );
+});

@@ -1,0 +1,256 @@
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gunzipSync } from 'node:zlib';
+
+/**
+ * A small OTLP/HTTP trace receiver for tests: what a collector would see, with no collector
+ * binary (none is available here). It accepts POST /v1/traces in both OTLP/HTTP encodings,
+ * protobuf (the exporters' default) and JSON, and flattens every span with its resource.
+ */
+
+export type AttributeValue = string | number | boolean | null;
+export type Attributes = Record<string, AttributeValue>;
+
+export interface ReceivedSpan {
+  /** Lower-case hex, as in a traceparent header and in the log lines. */
+  traceId: string;
+  spanId: string;
+  /** "" for a root span. */
+  parentSpanId: string;
+  name: string;
+  /** OTLP SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
+  kind: number;
+  attributes: Attributes;
+  status: { code: number; message: string };
+  resource: Attributes;
+}
+
+/**
+ * - ok: 200 with an empty body (an empty ExportTraceServiceResponse: full success)
+ * - error: 503, a retryable failure
+ * - hang: reads the request and never answers, as a collector stuck behind a dead network path
+ */
+export type ReceiverMode = 'ok' | 'error' | 'hang';
+
+export interface OtlpReceiver {
+  /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces). */
+  readonly url: string;
+  mode: ReceiverMode;
+  /** Spans decoded so far, in arrival order (in every mode: the request was received). */
+  readonly spans: ReceivedSpan[];
+  /** POST /v1/traces requests received, and their Content-Type headers. */
+  readonly requests: Array<{ contentType: string }>;
+  /** Resolves with all spans once `predicate` holds for at least `count` of them; rejects after `timeoutMs`. */
+  waitForSpans(predicate: (span: ReceivedSpan) => boolean, count?: number, timeoutMs?: number): Promise<ReceivedSpan[]>;
+  close(): Promise<void>;
+}
+
+export async function startOtlpReceiver(mode: ReceiverMode = 'ok'): Promise<OtlpReceiver> {
+  const spans: ReceivedSpan[] = [];
+  const requests: Array<{ contentType: string }> = [];
+  const waiters = new Set<() => void>();
+
+  const server: Server = createServer((req, res) => {
+    void readBody(req).then((body) => {
+      if (req.method !== 'POST' || req.url !== '/v1/traces') {
+        res.writeHead(404).end();
+        return;
+      }
+      const contentType = req.headers['content-type'] ?? '';
+      requests.push({ contentType });
+      const raw = req.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body;
+      spans.push(...(contentType.startsWith('application/json') ? spansFromJson(raw) : spansFromProtobuf(raw)));
+      for (const wake of waiters) wake();
+      if (receiver.mode === 'hang') return;
+      if (receiver.mode === 'error') {
+        res.writeHead(503, { 'Content-Type': 'text/plain' }).end('collector unavailable');
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': contentType.startsWith('application/json') ? 'application/json' : 'application/x-protobuf' });
+      res.end(contentType.startsWith('application/json') ? '{}' : undefined);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+
+  const receiver: OtlpReceiver = {
+    url: `http://127.0.0.1:${port}`,
+    mode,
+    spans,
+    requests,
+    waitForSpans: (predicate, count = 1, timeoutMs = 10_000) =>
+      new Promise((resolve, reject) => {
+        const check = (): void => {
+          if (spans.filter(predicate).length < count) return;
+          done();
+          resolve(spans);
+        };
+        const timer = setTimeout(() => {
+          done();
+          reject(new Error(`fewer than ${count} matching spans within ${timeoutMs} ms; received: ${JSON.stringify(spans.map((s) => s.name))}`));
+        }, timeoutMs);
+        const done = (): void => {
+          clearTimeout(timer);
+          waiters.delete(check);
+        };
+        waiters.add(check);
+        check();
+      }),
+    close: async () => {
+      // Hanging requests would keep close() waiting forever.
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+  return receiver;
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+// ---- OTLP JSON (https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding) ----
+
+interface JsonKeyValue {
+  key: string;
+  value?: Record<string, unknown>;
+}
+interface JsonSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind?: number;
+  attributes?: JsonKeyValue[];
+  status?: { code?: number; message?: string };
+}
+interface JsonRequest {
+  resourceSpans?: Array<{ resource?: { attributes?: JsonKeyValue[] }; scopeSpans?: Array<{ spans?: JsonSpan[] }> }>;
+}
+
+function spansFromJson(body: Buffer): ReceivedSpan[] {
+  const request = JSON.parse(body.toString('utf8')) as JsonRequest;
+  return (request.resourceSpans ?? []).flatMap((resourceSpans) => {
+    const resource = jsonAttributes(resourceSpans.resource?.attributes);
+    return (resourceSpans.scopeSpans ?? []).flatMap((scope) =>
+      (scope.spans ?? []).map((span) => ({
+        traceId: span.traceId.toLowerCase(),
+        spanId: span.spanId.toLowerCase(),
+        parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
+        name: span.name,
+        kind: span.kind ?? 0,
+        attributes: jsonAttributes(span.attributes),
+        status: { code: span.status?.code ?? 0, message: span.status?.message ?? '' },
+        resource,
+      })),
+    );
+  });
+}
+
+function jsonAttributes(list: JsonKeyValue[] = []): Attributes {
+  const attributes: Attributes = {};
+  for (const { key, value = {} } of list) {
+    // int64 values are strings in OTLP JSON (JavaScript numbers lose precision past 2^53).
+    if ('intValue' in value) attributes[key] = Number(value.intValue);
+    else if ('stringValue' in value) attributes[key] = String(value.stringValue);
+    else if ('boolValue' in value) attributes[key] = Boolean(value.boolValue);
+    else if ('doubleValue' in value) attributes[key] = Number(value.doubleValue);
+    else attributes[key] = null; // arrays, maps and bytes: not needed by these tests
+  }
+  return attributes;
+}
+
+// ---- OTLP protobuf (opentelemetry/proto/collector/trace/v1/trace_service.proto) ----
+
+/** One decoded protobuf field: varints as bigint, length-delimited fields as their bytes. */
+type Field = { number: number; varint: bigint } | { number: number; bytes: Buffer };
+
+/** Reads the top-level fields of one protobuf message (wire types 0, 1, 2 and 5). */
+function fields(message: Buffer): Field[] {
+  const out: Field[] = [];
+  let at = 0;
+  const varint = (): bigint => {
+    let value = 0n;
+    for (let shift = 0n; ; shift += 7n) {
+      const byte = message[at++];
+      if (byte === undefined) throw new Error('truncated protobuf varint');
+      value |= BigInt(byte & 0x7f) << shift;
+      if ((byte & 0x80) === 0) return value;
+    }
+  };
+  while (at < message.length) {
+    const key = varint();
+    const number = Number(key >> 3n);
+    switch (Number(key & 7n)) {
+      case 0:
+        out.push({ number, varint: varint() });
+        break;
+      case 1: // fixed64 (timestamps, doubles): skipped
+        at += 8;
+        break;
+      case 2: {
+        const length = Number(varint());
+        out.push({ number, bytes: message.subarray(at, at + length) });
+        at += length;
+        break;
+      }
+      case 5: // fixed32 (span flags): skipped
+        at += 4;
+        break;
+      default:
+        throw new Error(`unsupported protobuf wire type in key ${key}`);
+    }
+  }
+  return out;
+}
+
+const messages = (message: Buffer, number: number): Buffer[] =>
+  fields(message).flatMap((field) => (field.number === number && 'bytes' in field ? [field.bytes] : []));
+const bytesOf = (message: Buffer, number: number): Buffer => messages(message, number)[0] ?? Buffer.alloc(0);
+const varintOf = (message: Buffer, number: number): bigint => {
+  const field = fields(message).find((f) => f.number === number && 'varint' in f);
+  return field !== undefined && 'varint' in field ? field.varint : 0n;
+};
+
+function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
+  // ExportTraceServiceRequest.resource_spans(1) > ResourceSpans{resource(1), scope_spans(2)} > ScopeSpans.spans(2)
+  return messages(body, 1).flatMap((resourceSpans) => {
+    const resource = protobufAttributes(bytesOf(resourceSpans, 1), 1);
+    return messages(resourceSpans, 2).flatMap((scopeSpans) =>
+      messages(scopeSpans, 2).map((span) => {
+        const status = bytesOf(span, 15); // Status{message(2), code(3)}
+        return {
+          traceId: bytesOf(span, 1).toString('hex'),
+          spanId: bytesOf(span, 2).toString('hex'),
+          parentSpanId: bytesOf(span, 4).toString('hex'),
+          name: bytesOf(span, 5).toString('utf8'),
+          kind: Number(varintOf(span, 6)),
+          attributes: protobufAttributes(span, 9),
+          status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
+          resource,
+        };
+      }),
+    );
+  });
+}
+
+/** The KeyValue{key(1), value(2): AnyValue} fields numbered `number` of `message`. */
+function protobufAttributes(message: Buffer, number: number): Attributes {
+  const attributes: Attributes = {};
+  for (const keyValue of messages(message, number)) {
+    const key = bytesOf(keyValue, 1).toString('utf8');
+    // AnyValue is a oneof: string_value(1), bool_value(2), int_value(3, int64), double_value(4, fixed64: not decoded).
+    const [value] = fields(bytesOf(keyValue, 2));
+    if (value === undefined) attributes[key] = null;
+    else if (value.number === 1 && 'bytes' in value) attributes[key] = value.bytes.toString('utf8');
+    else if (value.number === 2 && 'varint' in value) attributes[key] = value.varint !== 0n;
+    else if (value.number === 3 && 'varint' in value) attributes[key] = Number(BigInt.asIntN(64, value.varint));
+    else attributes[key] = null;
+  }
+  return attributes;
+}
