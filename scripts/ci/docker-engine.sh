@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Makes sure a Docker engine answers on this machine, for the container tests.
+# Idempotent: installs Debian's docker.io only when dockerd is missing, starts dockerd only
+# when `docker info` does not answer, and returns as soon as the engine is usable.
+#
+# Why this shape (see /work/shared/ENVIRONMENT.md):
+# - These machines run no engine by default and can pull no image; Debian's docker.io works.
+# - Debian's client /usr/bin/docker (20.10) drives BuildKit; the /usr/local/bin/docker 28.x
+#   client found on some machines has no buildx and refuses BuildKit builds, so callers must
+#   use /usr/bin/docker with DOCKER_BUILDKIT=1.
+# - The vfs storage driver needs no overlay support from the host kernel or filesystem.
+set -euo pipefail
+
+DOCKER=/usr/bin/docker
+LOG=${DOCKERD_LOG:-/var/log/dockerd-ci.log}
+
+# Wait for any other apt/dpkg run (e.g. a provisioning step installing packages in the
+# background) instead of failing on the dpkg lock.
+wait_for_dpkg() {
+  local i
+  for i in $(seq 1 600); do
+    if ! fuser /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock \
+      >/dev/null 2>&1 && ! pgrep -x 'apt-get|apt|dpkg' >/dev/null; then
+      return 0
+    fi
+    [ "$i" = 1 ] && echo "docker-engine: waiting for another apt/dpkg run to finish..." >&2
+    sleep 1
+  done
+  echo "docker-engine: apt/dpkg still busy after 10 minutes" >&2
+  return 1
+}
+
+# Several test suites may call this script at once: one of them installs and starts the engine.
+exec 9>/run/lock/docker-engine-ci.lock
+flock 9
+
+if [ ! -x /usr/sbin/dockerd ] || [ ! -x "$DOCKER" ]; then
+  echo "docker-engine: installing Debian docker.io" >&2
+  wait_for_dpkg
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  wait_for_dpkg
+  apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+fi
+
+if ! "$DOCKER" info >/dev/null 2>&1; then
+  echo "docker-engine: starting dockerd (log: $LOG)" >&2
+  # setsid: dockerd outlives this script and the test runner that called it.
+  setsid /usr/sbin/dockerd --storage-driver=vfs >"$LOG" 2>&1 </dev/null &
+  for _ in $(seq 1 120); do
+    "$DOCKER" info >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+fi
+
+if ! "$DOCKER" info >/dev/null 2>&1; then
+  echo "docker-engine: dockerd did not answer within 60 s; last log lines:" >&2
+  tail -n 20 "$LOG" >&2 || true
+  exit 1
+fi
+echo "docker-engine: ready ($("$DOCKER" version --format 'server {{.Server.Version}}'), storage $("$DOCKER" info --format '{{.Driver}}'))" >&2
