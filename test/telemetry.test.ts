@@ -263,32 +263,38 @@ describe('an unavailable collector costs requests nothing', () => {
   const pipeline = { OTEL_BSP_SCHEDULE_DELAY: '100', OTEL_BSP_MAX_QUEUE_SIZE: '256', OTEL_EXPORTER_OTLP_TIMEOUT: '1000' };
 
   it.each([
-    { collectorState: 'down (connection refused)', mode: undefined },
-    { collectorState: 'hanging (never answers)', mode: 'hang' as const },
-    { collectorState: 'failing (503)', mode: 'error' as const },
+    // Refused connections and 503s fail an export within milliseconds (or after one retry, by
+    // jitter), so whether the queue overflows depends on timing; a hanging export holds the only
+    // export slot for its full 1 s timeout while spans keep ending, so the queue must overflow.
+    { collectorState: 'down (connection refused)', mode: undefined, mustDrop: false },
+    { collectorState: 'hanging (never answers)', mode: 'hang' as const, mustDrop: true },
+    { collectorState: 'failing (503)', mode: 'error' as const, mustDrop: false },
   ])(
     `collector $collectorState: ${REQUESTS} requests all get 201 quickly, memory stays bounded, losses are counted`,
-    async ({ mode }) => {
+    async ({ mode, mustDrop }) => {
       const collector = mode === undefined ? undefined : await receiver(mode);
       const endpoint = collector?.url ?? `http://127.0.0.1:${await freePort()}`;
       const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, ...pipeline });
       const pid = svc.child.pid ?? 0;
 
       const result = await load(svc.baseUrl, pid, REQUESTS);
-      expect(result.statuses).toEqual({ 201: REQUESTS });
+      const summary = JSON.stringify(result);
+      expect(result.statuses, summary).toEqual({ 201: REQUESTS });
       // Generous bound: a request that waited on the exporter would wait for its 1 s timeout.
-      expect(result.slowestMs).toBeLessThan(1000);
+      expect(result.slowestMs, summary).toBeLessThan(1000);
       // Coarse: V8 grows its heap under this allocation rate (measured: 6-10 MB with the SDK
-      // disabled, 33-46 MB with the collector down, heap in use staying flat over 40 000 requests),
+      // disabled, 20-46 MB with the collector down, heap in use staying flat over 40 000 requests),
       // so this catches spans or export requests piling up, not a slow leak.
-      expect(result.rssGrowth).toBeLessThan(80 * 1024 * 1024);
+      expect(result.rssGrowth, summary).toBeLessThan(80 * 1024 * 1024);
 
       const failed = 'otel_sdk_exporter_span_exported_total{error_type="export_failed"}';
       const exposition = await waitForPositive(svc, failed);
       expect(sample(exposition, failed)).toBeGreaterThan(0);
-      // Export takes seconds to fail while 3000 spans end: the bounded queue dropped most of them.
-      expect(sample(exposition, 'otel_sdk_processor_span_processed_total{error_type="queue_full"}')).toBeGreaterThan(0);
       expect(sample(exposition, 'otel_sdk_exporter_span_exported_total')).toBe(0);
+      // Every request's span is accounted for: queued for export, or dropped because the queue was full.
+      const dropped = sample(exposition, 'otel_sdk_processor_span_processed_total{error_type="queue_full"}');
+      expect(sample(exposition, 'otel_sdk_processor_span_processed_total') + dropped).toBe(REQUESTS);
+      if (mustDrop) expect(dropped).toBeGreaterThan(0);
       expect(sample(exposition, 'otel_sdk_processor_span_queue_capacity')).toBe(256);
       if (collector !== undefined) expect(collector.requests.length).toBeGreaterThan(0);
       expect(svc.stderr()).toBe('');

@@ -70,7 +70,8 @@ export async function startService(env: Record<string, string> = {}, options: { 
     stderr += chunk;
   });
   const exited = new Promise<number | string>((resolve) => {
-    child.once('exit', (code, signal) => {
+    // 'close', not 'exit': only then has the last of stdout been read.
+    child.once('close', (code, signal) => {
       resolve(code ?? signal ?? 'unknown');
       for (const wake of waiters) wake();
     });
