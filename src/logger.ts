@@ -30,8 +30,17 @@ export function createLogger(options: LoggerOptions): Logger {
     options.destination ?? stdoutDestination(),
   );
   if (options.destination === undefined && options.level !== 'silent') {
-    // Lines wait at most this long in the buffer when traffic is too low to fill it.
-    setInterval(() => logger.flush(), STDOUT_FLUSH_INTERVAL_MS).unref();
+    // Lines wait at most this long in the buffer when traffic is too low to fill it. One flush at
+    // a time: under sustained load a flush waits for the stream to drain, and stacking them would
+    // pile up listeners on the stream.
+    let flushing = false;
+    setInterval(() => {
+      if (flushing) return;
+      flushing = true;
+      logger.flush(() => {
+        flushing = false;
+      });
+    }, STDOUT_FLUSH_INTERVAL_MS).unref();
   }
   return logger;
 }

@@ -156,3 +156,24 @@ describe('an unexpected error while serving a request', () => {
     }
   });
 });
+
+describe('the buffered stdout under sustained load', () => {
+  it('loses no request line and writes nothing on stderr', async () => {
+    const svc = await startService({ OTEL_SDK_DISABLED: 'true' });
+    let sent = 0;
+    const until = Date.now() + 4000; // more than a dozen periodic flushes while writes never stop
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (Date.now() < until) {
+          const response = await fetch(`${svc.baseUrl}/product`, { method: 'POST', body: '{}' });
+          await response.arrayBuffer();
+          sent += 1;
+        }
+      }),
+    );
+    expect(await svc.stop()).toBe(0);
+    const requestLines = svc.logLines().filter((line) => line.msg === 'request completed');
+    expect(requestLines).toHaveLength(sent);
+    expect(svc.stderr()).toBe('');
+  });
+});
