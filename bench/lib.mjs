@@ -1,0 +1,350 @@
+// Shared parts of the benchmark: the configurations, /proc readers, the OTLP sink and server
+// processes, the load generators. Used by bench/run.mjs and bench/profile.mjs.
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export const ROOT = path.resolve(import.meta.dirname, '..');
+export const BENCH = path.join(ROOT, 'bench');
+export const NODE = process.execPath;
+
+// ---------------------------------------------------------------------------------------------
+// Configurations
+
+export const SERVICE = ['--require', './dist/telemetry.js', 'dist/server.js'];
+
+/**
+ * Copies dist/ and package.json to bench/results/app.tmp/ (gitignored) and returns that directory,
+ * so that a rebuild during a long run cannot mix two builds in one set of numbers. The service
+ * runs from there with the production command line; `require` still finds /work/main/node_modules
+ * by walking up, and package.json sits beside dist/ as in the image.
+ */
+export function snapshotService() {
+  const dir = path.join(BENCH, 'results/app.tmp');
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+  return dir;
+}
+
+/**
+ * @param {number} sinkPort
+ * @returns {Record<string, {title: string, args: string[], env: Record<string, string>, traced: boolean, scrapeSdk?: boolean}>}
+ */
+export function configurations(sinkPort, serviceDir = ROOT) {
+  const fullObservability = {
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+    OTEL_TRACES_SAMPLER: 'always_on',
+    LOG_LEVEL: 'info',
+  };
+  return {
+    'plain-http': {
+      title: 'plain node:http (baseline)',
+      args: ['bench/baseline-http.cjs'],
+      env: {},
+      traced: false,
+    },
+    'service-off': {
+      title: 'product-service, observability off',
+      args: SERVICE,
+      cwd: serviceDir,
+      env: { OTEL_SDK_DISABLED: 'true', LOG_LEVEL: 'silent' },
+      traced: false,
+    },
+    'service-full': {
+      title: 'product-service, full observability',
+      args: SERVICE,
+      cwd: serviceDir,
+      env: fullObservability,
+      traced: true,
+      scrapeSdk: true,
+    },
+    straightforward: {
+      title: 'straightforward Koa + sdk-node + auto-instrumentations',
+      args: ['--require', './bench/straightforward/tracing.cjs', 'bench/straightforward/server.cjs'],
+      env: fullObservability,
+      traced: true,
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers: /proc, ports, HTTP
+
+export const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+export const CORES = os.availableParallelism();
+export const PIN = CORES >= 2;
+export const SERVER_CORE = '0';
+export const LOAD_CORE = '1';
+
+/** @param {string} core @param {string} cmd @param {string[]} argv */
+export function pinned(core, cmd, argv) {
+  return PIN ? ['taskset', ['-c', core, cmd, ...argv]] : [cmd, argv];
+}
+
+/** utime + stime of the whole process (all threads) in microseconds. */
+export function cpuMicros(pid) {
+  const { user, sys } = cpuSplit(pid);
+  return user + sys;
+}
+
+/** utime and stime (user and kernel CPU) of the whole process (all threads) in microseconds. */
+export function cpuSplit(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after "(comm)": state is field 3, utime 14, stime 15 (1-based, proc(5)).
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: (Number(rest[11]) * 1e6) / CLK_TCK, sys: (Number(rest[12]) * 1e6) / CLK_TCK };
+}
+
+/** Resident set size in MB (VmRSS), or NaN once the process is gone. */
+export function rssMb(pid) {
+  try {
+    const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** `n` distinct free ports: all are held open together, so the kernel cannot hand one out twice. */
+export async function freePorts(n) {
+  const servers = [];
+  for (let i = 0; i < n; i++) {
+    const server = net.createServer();
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
+    servers.push(server);
+  }
+  const ports = servers.map((server) => /** @type {net.AddressInfo} */ (server.address()).port);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(() => resolve(undefined)))));
+  return ports;
+}
+
+/** One HTTP request on a fresh connection; resolves {status, body}, rejects on socket errors. */
+export function request(port, method, urlPath, body, timeout = 2000) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, method, path: urlPath, agent: false, timeout,
+        headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {} },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c) => { text += c; });
+        res.on('end', () => resolve({ status: res.statusCode, body: text, headers: res.headers }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export const median = (xs) => {
+  const v = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const mid = Math.floor(v.length / 2);
+  return v.length % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+};
+export const min = (xs) => Math.min(...xs.filter(Number.isFinite));
+export const max = (xs) => Math.max(...xs.filter(Number.isFinite));
+
+// ---------------------------------------------------------------------------------------------
+// The OTLP sink, the servers, the load generators
+
+export async function startSink() {
+  const [cmd, argv] = pinned(LOAD_CORE, NODE, [path.join(BENCH, 'otlp-sink.mjs')]);
+  const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise((resolve, reject) => {
+    child.stdout.once('data', (d) => resolve(String(d)));
+    child.once('exit', (code) => reject(new Error(`otlp-sink exited with ${code}`)));
+  });
+  const { port } = JSON.parse(line);
+  return {
+    port,
+    stats: async () => JSON.parse((await request(port, 'GET', '/stats')).body),
+    reset: () => request(port, 'POST', '/reset'),
+    stop: () => { child.kill('SIGTERM'); },
+  };
+}
+
+export const logDir = path.join(ROOT, 'bench/results/logs.tmp');
+
+/**
+ * Starts a configuration and waits for its first 200 on /health.
+ * stdout goes to /dev/null as a file descriptor (not a pipe this harness would have to drain,
+ * which would add back-pressure and our own CPU to the measurement); stderr goes to a file.
+ */
+export async function startServer(name, config) {
+  const [port, metricsPort] = await freePorts(2);
+  const env = { ...cleanEnv(), ...config.env, PORT: String(port), HOST: '127.0.0.1', METRICS_PORT: String(metricsPort) };
+  fs.mkdirSync(logDir, { recursive: true });
+  const stderrPath = path.join(logDir, `${name}.stderr`);
+  const stdout = fs.openSync('/dev/null', 'w');
+  const stderr = fs.openSync(stderrPath, 'w');
+  const [cmd, argv] = pinned(SERVER_CORE, NODE, [...(config.nodeArgs ?? []), ...config.args]);
+  const t0 = performance.now();
+  const child = spawn(cmd, argv, { cwd: config.cwd ?? ROOT, env, stdio: ['ignore', stdout, stderr] });
+  fs.closeSync(stdout);
+  fs.closeSync(stderr);
+  let exited = null;
+  child.once('exit', (code, signal) => { exited = { code, signal }; });
+  // Connect-retry every 2 ms: refused connections come back at once, so the start-up time
+  // is accurate to a few ms. It includes `taskset` exec'ing node (well under 1 ms).
+  for (;;) {
+    if (exited) {
+      throw new Error(`${name} exited during start-up (${JSON.stringify(exited)}):\n${fs.readFileSync(stderrPath, 'utf8').slice(-2000)}`);
+    }
+    if (performance.now() - t0 > 30_000) throw new Error(`${name} did not become healthy within 30 s`);
+    try {
+      const res = await request(port, 'GET', '/health', undefined, 1000);
+      if (res.status === 200) break;
+    } catch { /* not listening yet */ }
+    await sleep(2);
+  }
+  const startupMs = performance.now() - t0;
+  return {
+    child, pid: child.pid, port, metricsPort, startupMs, stderrPath,
+    exited: () => exited,
+    async stop() {
+      if (exited) return exited;
+      const done = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const result = await done;
+      clearTimeout(timer);
+      return result;
+    },
+  };
+}
+
+/** The harness's own environment minus anything that would change the servers' behaviour. */
+export function cleanEnv() {
+  const env = { ...process.env };
+  for (const key of Object.keys(env)) {
+    if (key.startsWith('OTEL_') || key === 'NODE_OPTIONS' || key === 'LOG_LEVEL') delete env[key];
+  }
+  return env;
+}
+
+let haveWrk = null;
+export function wrkAvailable() {
+  if (haveWrk === null) {
+    try {
+      execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+      haveWrk = true;
+    } catch (err) {
+      // wrk --version exits 1 after printing its version; only ENOENT means missing.
+      haveWrk = err.code !== 'ENOENT';
+    }
+    if (!haveWrk) console.warn('wrk not found (bench/install-tools.sh installs it); using autocannon for closed-loop load');
+  }
+  return haveWrk;
+}
+
+export function run(cmd, argv) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err += d; });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${argv.join(' ')} exited ${code}: ${err || out}`))));
+  });
+}
+
+/**
+ * Closed-loop load (each connection sends its next request when the previous answer arrives):
+ * measures the maximum throughput and the CPU per request at saturation.
+ * @returns {Promise<{requests: number, rps: number, p50Ms: number, p99Ms: number, errors: number}>}
+ */
+export async function closedLoad(port, seconds, connections) {
+  const url = `http://127.0.0.1:${port}/product`;
+  if (wrkAvailable()) {
+    const [cmd, argv] = pinned(LOAD_CORE, 'wrk', [
+      '-t1', `-c${connections}`, `-d${Math.max(1, Math.round(seconds))}s`, '--timeout', '5s',
+      '-s', path.join(BENCH, 'post.lua'), url,
+    ]);
+    const out = await run(cmd, argv);
+    const line = out.split('\n').find((l) => l.startsWith('WRK_JSON '));
+    if (!line) throw new Error(`wrk printed no summary:\n${out}`);
+    const r = JSON.parse(line.slice('WRK_JSON '.length));
+    const e = r.errors;
+    return {
+      requests: r.requests,
+      rps: r.requests / (r.duration_us / 1e6),
+      p50Ms: r.latency_us.p50 / 1000,
+      p99Ms: r.latency_us.p99 / 1000,
+      errors: e.connect + e.read + e.write + e.status + e.timeout,
+    };
+  }
+  const r = await autocannonLoad(url, seconds, connections);
+  return { requests: r.requests, rps: r.rps, p50Ms: r.latency_ms.p50, p99Ms: r.latency_ms.p99, errors: r.errors + r.non2xx + r.timeouts };
+}
+
+export async function autocannonLoad(url, seconds, connections) {
+  const [cmd, argv] = pinned(LOAD_CORE, NODE, [
+    path.join(BENCH, 'load-autocannon.mjs'),
+    JSON.stringify({ url, duration: seconds, connections }),
+  ]);
+  const out = await run(cmd, argv);
+  const line = out.split('\n').find((l) => l.startsWith('AUTOCANNON_JSON '));
+  if (!line) throw new Error(`autocannon printed no summary:\n${out}`);
+  return JSON.parse(line.slice('AUTOCANNON_JSON '.length));
+}
+
+/** Samples RSS every 100 ms while `work` runs; returns its result plus peak and median RSS. */
+export async function withRssSampling(pid, work) {
+  const samples = [];
+  const timer = setInterval(() => samples.push(rssMb(pid)), 100);
+  try {
+    const result = await work();
+    samples.push(rssMb(pid));
+    return { result, rssPeakMb: max(samples), rssMedianMb: median(samples), samples };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** The service's own tracing self-metrics: proves no span was dropped or failed to export. */
+export async function scrapeSdkCounters(metricsPort) {
+  try {
+    const res = await request(metricsPort, 'GET', '/metrics');
+    const sum = (name, pred) => res.body.split('\n')
+      .filter((l) => l.startsWith(name) && pred(l))
+      .reduce((acc, l) => acc + Number(l.split(' ').at(-1)), 0);
+    return {
+      dropped: sum('otel_sdk_processor_span_processed_total', (l) => /error_type="queue_full"/.test(l)),
+      exportFailed: sum('otel_sdk_exporter_span_exported_total', (l) => /error_type="[^"]+"/.test(l)),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+export async function openLoad(port, seconds, rate) {
+  const [cmd, argv] = pinned(LOAD_CORE, NODE, [
+    path.join(BENCH, 'load-open.mjs'),
+    JSON.stringify({ port, path: '/product', duration: seconds, rate, connections: 64 }),
+  ]);
+  const out = await run(cmd, argv);
+  const line = out.split('\n').find((l) => l.startsWith('OPENLOOP_JSON '));
+  if (!line) throw new Error(`load-open printed no summary:\n${out}`);
+  return JSON.parse(line.slice('OPENLOOP_JSON '.length));
+}
+
+/** The two routes answer as the service must, before we time anything. */
+export async function checkResponses(name, port) {
+  const post = await request(port, 'POST', '/product', '{"name":"bench"}');
+  const id = post.status === 201 ? JSON.parse(post.body).product_id : undefined;
+  if (!Number.isInteger(id) || id < 1 || id > 2147483646) {
+    throw new Error(`${name}: POST /product answered ${post.status} ${post.body}`);
+  }
+  const health = await request(port, 'GET', '/health');
+  if (health.status !== 200 || health.body !== 'ok') throw new Error(`${name}: GET /health answered ${health.status} ${health.body}`);
+}

@@ -1,0 +1,141 @@
+// A local OTLP/HTTP receiver for the benchmark. It accepts POST /v1/traces, /v1/metrics and
+// /v1/logs (protobuf or JSON, gzip or not), answers 200 with an empty body (an empty
+// Export*ServiceResponse encodes to zero bytes in protobuf; `{}` is the JSON equivalent),
+// and counts requests, bytes and items (spans, metrics, log records) per signal.
+// Counting items lets the harness check that tracing really exported every request.
+//
+// Run standalone: node bench/otlp-sink.mjs [port]   -> prints {"port":N} on stdout.
+// GET /stats returns the counters as JSON; POST /reset zeroes them.
+import http from 'node:http';
+import { gunzipSync } from 'node:zlib';
+
+const SIGNALS = ['traces', 'metrics', 'logs'];
+
+function emptyStats() {
+  /** @type {Record<string, {requests: number, bytes: number, items: number}>} */
+  const stats = {};
+  for (const s of SIGNALS) stats[s] = { requests: 0, bytes: 0, items: 0 };
+  return stats;
+}
+
+/** @param {Buffer} buf @param {number} pos @returns {[number, number]} value, next position */
+function varint(buf, pos) {
+  let value = 0;
+  let shift = 0;
+  let byte;
+  do {
+    byte = buf[pos++];
+    value += (byte & 0x7f) * 2 ** shift;
+    shift += 7;
+  } while (byte & 0x80);
+  return [value, pos];
+}
+
+/**
+ * The length-delimited fields with the given number in buf[start, end), as [start, end) ranges.
+ * Just enough protobuf to walk the OTLP envelope without the .proto files.
+ * @returns {Array<[number, number]>}
+ */
+function subMessages(buf, start, end, wanted) {
+  const out = [];
+  let pos = start;
+  while (pos < end) {
+    let key;
+    [key, pos] = varint(buf, pos);
+    const wire = key & 7;
+    if (wire === 0) [, pos] = varint(buf, pos);
+    else if (wire === 1) pos += 8;
+    else if (wire === 5) pos += 4;
+    else if (wire === 2) {
+      let len;
+      [len, pos] = varint(buf, pos);
+      if (key >>> 3 === wanted) out.push([pos, pos + len]);
+      pos += len;
+    } else throw new Error(`unsupported protobuf wire type ${wire}`);
+  }
+  return out;
+}
+
+/**
+ * Counts spans / metrics / log records. All three OTLP requests share one shape:
+ * Request{ repeated Resource* = 1 } -> Resource*{ repeated Scope* = 2 } -> Scope*{ repeated item = 2 }.
+ */
+function countItems(signal, body, json) {
+  if (json) {
+    const req = JSON.parse(body.toString('utf8'));
+    const [outer, inner, leaf] = {
+      traces: ['resourceSpans', 'scopeSpans', 'spans'],
+      metrics: ['resourceMetrics', 'scopeMetrics', 'metrics'],
+      logs: ['resourceLogs', 'scopeLogs', 'logRecords'],
+    }[signal];
+    let n = 0;
+    for (const r of req[outer] ?? []) for (const s of r[inner] ?? []) n += (s[leaf] ?? []).length;
+    return n;
+  }
+  let n = 0;
+  for (const [rs, re] of subMessages(body, 0, body.length, 1)) {
+    for (const [ss, se] of subMessages(body, rs, re, 2)) n += subMessages(body, ss, se, 2).length;
+  }
+  return n;
+}
+
+/**
+ * @param {number} port 0 picks a free port
+ */
+export async function startSink(port = 0) {
+  let stats = emptyStats();
+  const server = http.createServer((req, res) => {
+    const signal = req.url?.match(/^\/v1\/(traces|metrics|logs)$/)?.[1];
+    if (req.method === 'POST' && signal) {
+      const chunks = [];
+      req.on('data', (chunk) => chunks.push(chunk));
+      req.on('end', () => {
+        const raw = Buffer.concat(chunks);
+        const json = String(req.headers['content-type']).includes('json');
+        const entry = stats[signal];
+        entry.requests += 1;
+        entry.bytes += raw.length;
+        try {
+          const body = req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
+          entry.items += countItems(signal, body, json);
+        } catch (err) {
+          // A body we cannot walk still counts as received; say so once per request.
+          process.stderr.write(`otlp-sink: cannot count ${signal} items: ${err}\n`);
+        }
+        res.writeHead(200, {
+          'content-type': json ? 'application/json' : 'application/x-protobuf',
+          'content-length': json ? 2 : 0,
+        });
+        res.end(json ? '{}' : undefined);
+      });
+      return;
+    }
+    if (req.method === 'GET' && req.url === '/stats') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(stats));
+      return;
+    }
+    if (req.method === 'POST' && req.url === '/reset') {
+      stats = emptyStats();
+      res.writeHead(204).end();
+      return;
+    }
+    req.resume();
+    res.writeHead(404).end();
+  });
+  // Exporters keep their connection alive between batches; do not cut it mid-run.
+  server.keepAliveTimeout = 60_000;
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve(undefined)));
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : port,
+    stats: () => JSON.parse(JSON.stringify(stats)),
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve(undefined)); }),
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const sink = await startSink(Number(process.argv[2] ?? 0));
+  process.stdout.write(JSON.stringify({ port: sink.port }) + '\n');
+  process.on('SIGTERM', () => sink.close().then(() => process.exit(0)));
+}

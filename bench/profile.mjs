@@ -1,0 +1,199 @@
+// Where does a configuration's CPU time go? Runs one configuration under `node --cpu-prof`
+// with closed-loop load (same pinning and environment as bench/run.mjs), stops it with SIGTERM
+// (Node writes the profile on a clean exit), and summarises the profile: self time by
+// function, self time by module (npm package, node internals, the app's own files) and
+// inclusive time by package (time spent anywhere below a package's frames).
+//
+//   sh scripts/node.sh bench/profile.mjs [--config service-full] [--duration 10] [--warmup 3]
+//       [--connections 50] [--top 25] [--interval 1000] [--profile existing.cpuprofile]
+//
+// Writes bench/results/profile-<config>.md (the summary) and keeps the raw .cpuprofile in
+// bench/results/profile.tmp/ (gitignored; open it in Chrome DevTools or speedscope).
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ROOT, PIN, LOAD_CORE, configurations, startSink, startServer, closedLoad, checkResponses, cpuMicros } from './lib.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    config: { type: 'string', default: 'service-full' },
+    duration: { type: 'string', default: '10' },
+    warmup: { type: 'string', default: '3' },
+    connections: { type: 'string', default: '50' },
+    top: { type: 'string', default: '25' },
+    profile: { type: 'string' }, // summarise an existing profile instead of recording one
+    interval: { type: 'string', default: '1000' }, // sampling interval, µs (smaller = more overhead)
+  },
+});
+
+const outDir = path.join(ROOT, 'bench/results');
+const profDir = path.join(outDir, 'profile.tmp');
+
+async function record() {
+  if (PIN) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  fs.rmSync(profDir, { recursive: true, force: true });
+  fs.mkdirSync(profDir, { recursive: true });
+  const sink = await startSink();
+  try {
+    const config = configurations(sink.port)[args.config];
+    if (!config) throw new Error(`unknown configuration ${args.config}`);
+    // Node's default 1 ms sampling: finer sampling (e.g. 100 µs) doubles the CPU per request
+    // and inflates the share of system calls; many requests per run give enough samples anyway.
+    config.nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-interval=${args.interval}`];
+    const server = await startServer(args.config, config);
+    await checkResponses(args.config, server.port);
+    await closedLoad(server.port, Number(args.warmup), Number(args.connections));
+    // V8 stamps samples with the monotonic clock in µs, the same clock as process.hrtime, so
+    // the summary can keep only the measured window (no start-up, no warm-up, no shutdown).
+    const windowUs = [Number(process.hrtime.bigint() / 1000n)];
+    const cpu0 = cpuMicros(server.pid);
+    const load = await closedLoad(server.port, Number(args.duration), Number(args.connections));
+    const cpuUs = (cpuMicros(server.pid) - cpu0) / load.requests;
+    windowUs.push(Number(process.hrtime.bigint() / 1000n));
+    const exit = await server.stop();
+    if (exit.code !== 0) throw new Error(`${args.config} exited ${JSON.stringify(exit)}; no profile written`);
+    await sleep(100);
+    const file = fs.readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+    if (!file) throw new Error(`no .cpuprofile in ${profDir}`);
+    return { file: path.join(profDir, file), load, cpuUs, windowUs };
+  } finally {
+    sink.stop();
+  }
+}
+
+/** "@opentelemetry/instrumentation-http", "node:internal/streams", "app:dist/app.js", ... */
+function moduleOf(callFrame) {
+  const url = callFrame.url;
+  if (!url) return callFrame.functionName.startsWith('(') ? callFrame.functionName : '(native/builtin)';
+  if (url.startsWith('node:')) {
+    const parts = url.slice(5).split('/');
+    return parts[0] === 'internal' ? `node:internal/${parts[1].replace(/\.js$/, '')}` : `node:${parts[0]}`;
+  }
+  const file = url.replace(/^file:\/\//, '');
+  const i = file.lastIndexOf('/node_modules/');
+  if (i >= 0) {
+    const parts = file.slice(i + '/node_modules/'.length).split('/');
+    return parts[0].startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0];
+  }
+  return `app:${path.relative(ROOT, file)}`;
+}
+
+function summarise(profile, top, windowUs) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  // timeDeltas[i] is the time between sample i-1 and sample i: attribute it to sample i.
+  const selfUs = new Map();
+  let total = 0;
+  let t = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    const dt = Math.max(0, profile.timeDeltas[i] ?? 0);
+    t += profile.timeDeltas[i] ?? 0;
+    if (windowUs && (t < windowUs[0] || t > windowUs[1])) return;
+    selfUs.set(id, (selfUs.get(id) ?? 0) + dt);
+    total += dt;
+  });
+  if (windowUs && total === 0) throw new Error('no samples in the measured window: clocks differ?');
+  const idle = [...selfUs].filter(([id]) => byId.get(id).callFrame.functionName === '(idle)').reduce((a, [, t]) => a + t, 0);
+  const busy = total - idle;
+
+  const fnSelf = new Map();
+  const modSelf = new Map();
+  const pkgIncl = new Map();
+  const fnIncl = new Map();
+  for (const [id, t] of selfUs) {
+    const node = byId.get(id);
+    const cf = node.callFrame;
+    if (cf.functionName === '(idle)') continue;
+    // A native/builtin frame (no URL: Buffer ops, writev, JSON.stringify...) is charged to the
+    // module of its nearest JavaScript caller, so "who asked for it" shows.
+    let mod = moduleOf(cf);
+    let fnKey = `${cf.functionName || '(anonymous)'} ${mod}${cf.url ? `:${cf.lineNumber + 1}` : ''}`;
+    if (mod === '(native/builtin)') {
+      let cur = parent.get(id);
+      while (cur !== undefined && !byId.get(cur).callFrame.url) cur = parent.get(cur);
+      mod = cur === undefined ? '(native/builtin)' : moduleOf(byId.get(cur).callFrame);
+      fnKey = `${cf.functionName || '(anonymous)'} (native, called from ${mod})`;
+    }
+    fnSelf.set(fnKey, (fnSelf.get(fnKey) ?? 0) + t);
+    modSelf.set(mod, (modSelf.get(mod) ?? 0) + t);
+    // Inclusive by package: each package on this sample's stack once.
+    const seen = new Set();
+    for (let cur = id; cur !== undefined; cur = parent.get(cur)) {
+      const m = moduleOf(byId.get(cur).callFrame);
+      if (m.startsWith('(') || m.startsWith('node:')) continue;
+      seen.add(m);
+    }
+    for (const m of seen) pkgIncl.set(m, (pkgIncl.get(m) ?? 0) + t);
+    // Inclusive by function: each JavaScript function on the stack once (recursion counted once).
+    const fns = new Set();
+    for (let cur = id; cur !== undefined; cur = parent.get(cur)) {
+      const c = byId.get(cur).callFrame;
+      if (c.url) fns.add(`${c.functionName || '(anonymous)'} ${moduleOf(c)}:${c.lineNumber + 1}`);
+    }
+    for (const k of fns) fnIncl.set(k, (fnIncl.get(k) ?? 0) + t);
+  }
+  const table = (map, n) => [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, t]) => ({ name: k, ms: t / 1000, pct: (100 * t) / busy }));
+  return {
+    totalMs: total / 1000,
+    busyMs: busy / 1000,
+    idlePct: (100 * idle) / total,
+    functions: table(fnSelf, top),
+    modules: table(modSelf, top),
+    inclusive: table(pkgIncl, top),
+    inclusiveFunctions: table(fnIncl, top * 2),
+  };
+}
+
+function markdown(s, meta) {
+  const rows = (items) => items.map((r) => `| ${r.name.replace(/\|/g, '\\|')} | ${r.ms.toFixed(0)} | ${r.pct.toFixed(1)} |`).join('\n');
+  return `# CPU profile: ${meta.config}
+
+${meta.date}, Node ${process.version}. ${meta.detail}
+Busy (non-idle) time ${s.busyMs.toFixed(0)} ms of ${s.totalMs.toFixed(0)} ms sampled (idle ${s.idlePct.toFixed(1)} %). Percentages are of busy time.
+Profile: \`${meta.file}\`.
+
+## Self time by module (native frames charged to their JavaScript caller's module)
+
+| module | ms | % |
+|---|---|---|
+${rows(s.modules)}
+
+## Inclusive time by package (time anywhere below the package's frames)
+
+| package | ms | % |
+|---|---|---|
+${rows(s.inclusive)}
+
+## Inclusive time by function (JavaScript frames)
+
+| function module:line | ms | % |
+|---|---|---|
+${rows(s.inclusiveFunctions)}
+
+## Self time by function
+
+| function module:line | ms | % |
+|---|---|---|
+${rows(s.functions)}
+`;
+}
+
+const top = Number(args.top);
+let file = args.profile;
+let detail = 'Summary of an existing profile (whole run).';
+let recorded;
+if (!file) {
+  const r = (recorded = await record());
+  file = r.file;
+  detail = `Closed-loop wrk load, ${args.connections} connections, ${args.duration} s after ${args.warmup} s warm-up: ` +
+    `${r.load.rps.toFixed(0)} req/s, ${r.cpuUs.toFixed(1)} CPU µs/request (with the profiler on: compare only within a profile). Only samples from the measured window.`;
+}
+const summary = summarise(JSON.parse(fs.readFileSync(file, 'utf8')), top, recorded?.windowUs);
+const md = markdown(summary, { config: args.config, date: new Date().toISOString(), detail, file: path.relative(ROOT, file) });
+const out = path.join(outDir, `profile-${args.config}.md`);
+fs.writeFileSync(out, md);
+console.log(md);
+console.error(`wrote ${path.relative(ROOT, out)}`);
