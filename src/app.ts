@@ -5,7 +5,7 @@ import type { Logger } from './logger';
 import { UNMATCHED_ROUTE, type Metrics } from './metrics';
 import { HttpProblem, problem, PROBLEM_CONTENT_TYPE } from './problem';
 import { createRouter, type RouteDependencies } from './routes';
-import { endServerSpan, startServerSpan, withServerSpan } from './server-span';
+import { endServerSpan, startServerSpan, withServerSpan, type ServerSpan } from './server-span';
 
 export interface AppDependencies {
   bodyLimit: number;
@@ -49,23 +49,33 @@ function observeRequests(deps: AppDependencies) {
     const startedAt = performance.now();
     ctx.res.setHeader('X-Content-Type-Options', 'nosniff');
     const serverSpan = UNTRACED_PATHS.has(ctx.path) ? undefined : startServerSpan(ctx.req, ctx.path);
-    await withServerSpan(serverSpan, async () => {
+    if (serverSpan === undefined) {
       await answerProblems(ctx, next, deps.logger);
-      const seconds = (performance.now() - startedAt) / 1000;
-      const route = routeOf(ctx);
-      const status = ctx.status;
-      let exemplarTraceId: string | undefined;
-      if (serverSpan !== undefined) {
-        endServerSpan(serverSpan, ctx.method, status, route === UNMATCHED_ROUTE ? undefined : route);
-        const spanContext = serverSpan.span.spanContext();
-        if (isSpanContextSampled(spanContext.traceFlags)) exemplarTraceId = spanContext.traceId;
-      }
-      deps.metrics.observeRequest(ctx.method, route, status, seconds, exemplarTraceId);
-      const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3 };
-      if (PROBE_ROUTES.has(route)) deps.logger.debug(line, 'request completed');
-      else deps.logger.info(line, 'request completed');
-    });
+      recordRequest(ctx, deps, startedAt, undefined);
+    } else {
+      await withServerSpan(serverSpan, async () => {
+        await answerProblems(ctx, next, deps.logger);
+        recordRequest(ctx, deps, startedAt, serverSpan);
+      });
+    }
   };
+}
+
+/** Once the answer is known: ends the span, observes the histogram, writes the request log line. */
+function recordRequest(ctx: Context, deps: AppDependencies, startedAt: number, serverSpan: ServerSpan | undefined): void {
+  const seconds = (performance.now() - startedAt) / 1000;
+  const route = routeOf(ctx);
+  const status = ctx.status;
+  let exemplarTraceId: string | undefined;
+  if (serverSpan !== undefined) {
+    endServerSpan(serverSpan, ctx.method, status, route === UNMATCHED_ROUTE ? undefined : route);
+    const spanContext = serverSpan.span.spanContext();
+    if (isSpanContextSampled(spanContext.traceFlags)) exemplarTraceId = spanContext.traceId;
+  }
+  deps.metrics.observeRequest(ctx.method, route, status, seconds, exemplarTraceId);
+  const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3 };
+  if (PROBE_ROUTES.has(route)) deps.logger.debug(line, 'request completed');
+  else deps.logger.info(line, 'request completed');
 }
 
 function isSpanContextSampled(traceFlags: number): boolean {

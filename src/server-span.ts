@@ -37,21 +37,23 @@ export function startServerSpan(req: IncomingMessage, path: string): ServerSpan 
     knownMethod ? method : 'HTTP',
     {
       kind: SpanKind.SERVER,
+      // The required attributes and the recommended ones an on-call engineer uses; each attribute
+      // is serialised into every exported span, so network.peer.* (equal to client.address without
+      // a proxy) and the default protocol version are left out.
       attributes: {
         'http.request.method': knownMethod ? method : '_OTHER',
         'url.scheme': 'http',
         'url.path': path,
-        'network.protocol.version': req.httpVersion,
         'server.port': socket.localPort,
         'client.address': socket.remoteAddress,
-        'network.peer.address': socket.remoteAddress,
-        'network.peer.port': socket.remotePort,
         'user_agent.original': req.headers['user-agent'],
       },
     },
     parent,
   );
   if (!knownMethod) span.setAttribute('http.request.method_original', method);
+  // Semantic conventions ask for the protocol version only when it is not the default 1.1.
+  if (req.httpVersion !== '1.1') span.setAttribute('network.protocol.version', req.httpVersion);
   return { span, context: trace.setSpan(parent, span) };
 }
 

@@ -118,6 +118,11 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
       'http.request.method': 'POST',
       'http.response.status_code': 201,
       'product.id': productId,
+      // The other HTTP server span attributes semantic conventions require or recommend.
+      'url.scheme': 'http',
+      'url.path': '/product',
+      'server.port': Number(new URL(svc.baseUrl).port),
+      'client.address': '127.0.0.1',
     });
     expect(span.resource).toMatchObject({ 'service.name': 'product-service', 'service.version': VERSION });
     // The protocol asked for is the one used.
@@ -355,5 +360,20 @@ describe('configurations that export nothing', () => {
     expect(await terminate(svc)).toBe(0);
     expect(collector.requests).toHaveLength(0);
     expect(svc.stderr()).toBe('');
+  });
+});
+
+describe('span status', () => {
+  it('a 4xx answer is not an error span; an unmatched path has no http.route and is named by its method alone', async () => {
+    const collector = await receiver('ok');
+    const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '100' });
+    const parent = newTraceparent();
+    const response = await fetch(`${svc.baseUrl}/no-such-path`, { headers: { traceparent: parent.header } });
+    expect(response.status).toBe(404);
+    const [span] = await collector.waitForSpans((received) => received.traceId === parent.traceId);
+    expect(span?.name).toBe('GET');
+    expect(span?.attributes['http.response.status_code']).toBe(404);
+    expect(span?.attributes['http.route']).toBeUndefined();
+    expect(span?.attributes['error.type']).toBeUndefined();
   });
 });
