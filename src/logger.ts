@@ -83,9 +83,8 @@ export const STDOUT_FLUSH_INTERVAL_MS = 250;
 
 /**
  * Asynchronous and buffered: a request never waits for stdout, and lines are written 4 KiB at a
- * time instead of one write (a thread-pool round trip) per line, which measured ~10% of the CPU of
- * a request (see README, Performance). The interval above bounds the delay; exitAfterFlush writes
- * what is left before the process exits.
+ * time instead of one write (a thread-pool round trip) per line. The interval above bounds the
+ * delay; exitAfterFlush writes what is left before the process exits.
  */
 function stdoutDestination(): DestinationStream {
   return pino.destination({ dest: 1, sync: false, minLength: 4096 });
