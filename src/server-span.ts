@@ -73,7 +73,7 @@ export function endServerSpan(serverSpan: ServerSpan, method: string, status: nu
   span.end();
 }
 
-/** Runs `fn` with the span active (or as is, when tracing is off). */
-export function withServerSpan<T>(serverSpan: ServerSpan | undefined, fn: () => T): T {
-  return serverSpan === undefined ? fn() : context.with(serverSpan.context, fn);
+/** Runs `fn` with the span active: log lines and `trace.getActiveSpan()` inside it find the span. */
+export function withServerSpan<T>(serverSpan: ServerSpan, fn: () => T): T {
+  return context.with(serverSpan.context, fn);
 }
