@@ -42,8 +42,6 @@ export class CountingSpanExporter implements SpanExporter {
  * reporting the spans it takes out of the queue.
  */
 export class CountingSpanProcessor implements SpanProcessor {
-  private waiting = 0;
-
   constructor(
     private readonly inner: SpanProcessor,
     private readonly capacity: number,
@@ -53,8 +51,7 @@ export class CountingSpanProcessor implements SpanProcessor {
 
   /** For the exporter wrapper: `count` spans left the queue for an export. */
   readonly takenFromQueue = (count: number): void => {
-    this.waiting = Math.max(0, this.waiting - count);
-    spanExportStats.queueSize = this.waiting;
+    spanExportStats.queueSize = Math.max(0, spanExportStats.queueSize - count);
   };
 
   onStart(span: Span, parentContext: Context): void {
@@ -63,12 +60,11 @@ export class CountingSpanProcessor implements SpanProcessor {
 
   onEnd(span: ReadableSpan): void {
     if ((span.spanContext().traceFlags & 1) === 1) {
-      if (this.waiting >= this.capacity) {
+      if (spanExportStats.queueSize >= this.capacity) {
         spanExportStats.droppedQueueFull += 1;
       } else {
-        this.waiting += 1;
+        spanExportStats.queueSize += 1;
         spanExportStats.queued += 1;
-        spanExportStats.queueSize = this.waiting;
       }
     }
     this.inner.onEnd(span);
