@@ -48,7 +48,8 @@ function observeRequests(deps: AppDependencies) {
   return async function observe(ctx: Context, next: Next): Promise<void> {
     const startedAt = performance.now();
     ctx.res.setHeader('X-Content-Type-Options', 'nosniff');
-    const serverSpan = UNTRACED_PATHS.has(ctx.path) ? undefined : startServerSpan(ctx.req, ctx.path);
+    const path = ctx.path;
+    const serverSpan = UNTRACED_PATHS.has(path) ? undefined : startServerSpan(ctx.req, path);
     if (serverSpan === undefined) {
       await answerProblems(ctx, next, deps.logger);
       recordRequest(ctx, deps, startedAt, undefined);
