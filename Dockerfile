@@ -56,7 +56,7 @@ STOPSIGNAL SIGTERM
 # Node itself is PID 1 (exec form, no npm or shell in between), so SIGTERM reaches the service.
 # The telemetry preload must load before anything it instruments is required. Absolute paths:
 # the command works whatever working directory a pod spec sets.
-ENTRYPOINT ["/nodejs/bin/node", "--require", "/app/dist/telemetry.js", "/app/dist/server.js"]
+ENTRYPOINT ["/nodejs/bin/node", "/app/dist/main.js"]
 
 # Build metadata last, so a new revision reuses every layer above.
 ARG VERSION=unknown

@@ -15,7 +15,7 @@ export const NODE = process.execPath;
 // ---------------------------------------------------------------------------------------------
 // Configurations
 
-export const SERVICE = ['--require', './dist/telemetry.js', 'dist/server.js'];
+export const SERVICE = ['dist/main.js'];
 
 /**
  * Copies dist/ and package.json to bench/results/app.tmp/ (gitignored) and returns that directory,

@@ -1,11 +1,11 @@
 import type { RouterContext } from '@koa/router';
 import Koa, { type Context, type Next } from 'koa';
-import { TraceFlags } from '@opentelemetry/api';
+import { context, trace, TraceFlags } from '@opentelemetry/api';
+import { getRPCMetadata } from '@opentelemetry/core';
 import type { Logger } from './logger';
 import { UNMATCHED_ROUTE, type Metrics } from './metrics';
 import { HttpProblem, problem, PROBLEM_CONTENT_TYPE } from './problem';
 import { createRouter, type RouteDependencies } from './routes';
-import { endServerSpan, startServerSpan, withServerSpan, type ServerSpan } from './server-span';
 
 export interface AppDependencies {
   bodyLimit: number;
@@ -35,44 +35,33 @@ export function createApp(deps: AppDependencies): Koa {
   return app;
 }
 
-/** Probes and scrapes create no spans: they would drown the traces that matter. */
-const UNTRACED_PATHS = new Set(['/health', '/metrics']);
-
 /**
  * The one middleware around the routes (one layer, not two: each Koa layer costs a closure and a
- * promise per request). It sets the headers every answer carries, runs the request inside its
- * server span, turns failures into problem answers, then records the duration histogram (with the
- * trace id as exemplar), the request log line (inside the span, so it carries trace_id) and ends the span.
+ * promise per request). It sets the headers every answer carries, turns failures into problem
+ * answers, then records the duration histogram (with the trace id as exemplar), the request log
+ * line (inside the request's context, so it carries trace_id) and the route of the server span.
  */
 function observeRequests(deps: AppDependencies) {
   return async function observe(ctx: Context, next: Next): Promise<void> {
     const startedAt = performance.now();
     ctx.res.setHeader('X-Content-Type-Options', 'nosniff');
-    const path = ctx.path;
-    const serverSpan = UNTRACED_PATHS.has(path) ? undefined : startServerSpan(ctx.req, path);
-    if (serverSpan === undefined) {
-      await answerProblems(ctx, next, deps.logger);
-      recordRequest(ctx, deps, startedAt, undefined);
-    } else {
-      await withServerSpan(serverSpan, async () => {
-        await answerProblems(ctx, next, deps.logger);
-        recordRequest(ctx, deps, startedAt, serverSpan);
-      });
-    }
+    await answerProblems(ctx, next, deps.logger);
+    recordRequest(ctx, deps, startedAt);
   };
 }
 
-/** Once the answer is known: ends the span, observes the histogram, writes the request log line. */
-function recordRequest(ctx: Context, deps: AppDependencies, startedAt: number, serverSpan: ServerSpan | undefined): void {
+/** Once the answer is known: names the server span's route, observes the histogram, writes the request log line. */
+function recordRequest(ctx: Context, deps: AppDependencies, startedAt: number): void {
   const seconds = (performance.now() - startedAt) / 1000;
   const route = routeOf(ctx);
   const status = ctx.status;
-  let exemplarTraceId: string | undefined;
-  if (serverSpan !== undefined) {
-    endServerSpan(serverSpan, ctx.method, status, route === UNMATCHED_ROUTE ? undefined : route);
-    const spanContext = serverSpan.span.spanContext();
-    if (isSpanContextSampled(spanContext.traceFlags)) exemplarTraceId = spanContext.traceId;
-  }
+  const active = context.active();
+  // instrumentation-http reads the route from here when the response ends: it becomes http.route and names the span.
+  const rpc = getRPCMetadata(active);
+  if (rpc !== undefined && route !== UNMATCHED_ROUTE) rpc.route = route;
+  const span = trace.getSpan(active);
+  const spanContext = span?.isRecording() === true ? span.spanContext() : undefined;
+  const exemplarTraceId = spanContext !== undefined && isSpanContextSampled(spanContext.traceFlags) ? spanContext.traceId : undefined;
   deps.metrics.observeRequest(ctx.method, route, status, seconds, exemplarTraceId);
   const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3 };
   if (PROBE_ROUTES.has(route)) deps.logger.debug(line, 'request completed');

@@ -1,7 +1,5 @@
-import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { LogLevel } from './config';
-import { telemetryState } from './telemetry-state';
 
 export type { Logger } from 'pino';
 
@@ -15,7 +13,7 @@ export interface LoggerOptions {
 /**
  * JSON lines on stdout, one object per event. The level is written as a word and the time as
  * ISO-8601 so that a log search needs no lookup table. Lines written inside a traced request carry
- * trace_id, span_id and trace_flags (the field names @opentelemetry/instrumentation-pino uses).
+ * trace_id, span_id and trace_flags, added by @opentelemetry/instrumentation-pino (telemetry.ts).
  */
 export function createLogger(options: LoggerOptions): Logger {
   const logger = pino(
@@ -24,8 +22,6 @@ export function createLogger(options: LoggerOptions): Logger {
       base: { service: options.service.name, version: options.service.version },
       timestamp: isoTimeCachedPerMillisecond(),
       formatters: { level: (label) => ({ level: label }) },
-      // Only when the telemetry preload set up tracing: otherwise there is never a span to find.
-      mixin: telemetryState.tracingEnabled ? traceFields : undefined,
     },
     options.destination ?? stdoutDestination(),
   );
@@ -43,22 +39,6 @@ export function createLogger(options: LoggerOptions): Logger {
     }, STDOUT_FLUSH_INTERVAL_MS).unref();
   }
   return logger;
-}
-
-/**
- * The active span's ids, for log-to-trace correlation. Done here with the OpenTelemetry API rather
- * than by @opentelemetry/instrumentation-pino, whose require hook (@opentelemetry/instrumentation)
- * slowed every later require at start-up by ~30 ms for the same three fields (README, Performance).
- */
-function traceFields(): object {
-  const spanContext = trace.getSpan(context.active())?.spanContext();
-  // A new object each time: pino merges the line's own fields into what the mixin returns.
-  if (spanContext === undefined || !isSpanContextValid(spanContext)) return {};
-  return {
-    trace_id: spanContext.traceId,
-    span_id: spanContext.spanId,
-    trace_flags: spanContext.traceFlags.toString(16).padStart(2, '0'),
-  };
 }
 
 /**

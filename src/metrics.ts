@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
 import type { ServiceInfo } from './service-info';
-import { spanExportStats } from './telemetry-state';
+import type { Telemetry } from './telemetry';
 
 /** The route label of requests that matched no route: a fixed value, never the raw path. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -24,6 +24,8 @@ export interface MetricsOptions {
   service: ServiceInfo;
   /** Node process metrics (CPU, memory, event loop, GC). Off in tests that build many apps. */
   processMetrics: boolean;
+  /** The trace pipeline's own counts (Telemetry.readSpanPipeline); without it the otel_sdk_* series stay at zero. */
+  spanPipeline?: Telemetry['readSpanPipeline'];
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
@@ -55,7 +57,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [registry],
   }).set({ version: options.service.version, revision: options.service.revision, nodejs_version: process.version }, 1);
 
-  registerSpanExportMetrics(registry);
+  registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));
   if (options.processMetrics) {
     collectDefaultMetrics({ register: registry });
     // Three gauges prom-client names with a counter's "_total" suffix, which `promtool check metrics`
@@ -80,17 +82,32 @@ export function createMetrics(options: MetricsOptions): Metrics {
   };
 }
 
-/** Self-metrics of the trace pipeline, named after the OpenTelemetry SDK semantic conventions. */
-function registerSpanExportMetrics(registry: Registry<RegistryContentType>): void {
+/**
+ * The batch span processor's self-metrics (OpenTelemetry's otel.sdk.processor.span.*), read from the
+ * SDK at each scrape. The OTLP exporter NodeSDK builds from the environment reports none of its
+ * own, so its counter is derived from the same counts: a span the processor finished with an error
+ * other than queue_full is one whose export failed.
+ */
+function registerSpanPipelineMetrics(registry: Registry<RegistryContentType>, read: Telemetry['readSpanPipeline']): void {
+  // Scrapes read the SDK once and the four metrics share what it said.
+  let latest: Promise<Awaited<ReturnType<typeof read>>> | undefined;
+  const counts = (): Promise<Awaited<ReturnType<typeof read>>> => {
+    latest ??= read().finally(() => setImmediate(() => (latest = undefined)));
+    return latest;
+  };
   new Counter({
     name: 'otel_sdk_processor_span_processed_total',
-    help: 'Finished spans handled by the batch span processor; error_type="queue_full" counts spans dropped because the export queue was full.',
+    help: 'Spans the batch span processor finished with; error_type="queue_full" counts spans dropped because the export queue was full, other error types spans whose export failed.',
     labelNames: ['error_type'] as const,
     registers: [registry],
-    collect() {
+    async collect() {
       this.reset();
-      this.inc(spanExportStats.queued);
-      this.inc({ error_type: 'queue_full' }, spanExportStats.droppedQueueFull);
+      this.inc(0);
+      this.inc({ error_type: 'queue_full' }, 0);
+      for (const [errorType, value] of (await counts())?.processed ?? []) {
+        if (errorType === '') this.inc(value);
+        else this.inc({ error_type: errorType }, value);
+      }
     },
   });
   new Counter({
@@ -98,26 +115,29 @@ function registerSpanExportMetrics(registry: Registry<RegistryContentType>): voi
     help: 'Spans the OTLP exporter tried to send; error_type is set on spans whose export failed.',
     labelNames: ['error_type'] as const,
     registers: [registry],
-    collect() {
+    async collect() {
       this.reset();
-      this.inc(spanExportStats.exported);
-      this.inc({ error_type: 'export_failed' }, spanExportStats.exportFailed);
+      this.inc(0);
+      for (const [errorType, value] of (await counts())?.processed ?? []) {
+        if (errorType === '') this.inc(value);
+        else if (errorType !== 'queue_full') this.inc({ error_type: errorType }, value);
+      }
     },
   });
   new Gauge({
     name: 'otel_sdk_processor_span_queue_size',
     help: 'Finished spans waiting in the export queue.',
     registers: [registry],
-    collect() {
-      this.set(spanExportStats.queueSize);
+    async collect() {
+      this.set((await counts())?.queueSize ?? 0);
     },
   });
   new Gauge({
     name: 'otel_sdk_processor_span_queue_capacity',
     help: 'The most finished spans the export queue holds before it drops new ones.',
     registers: [registry],
-    collect() {
-      this.set(spanExportStats.queueCapacity);
+    async collect() {
+      this.set((await counts())?.queueCapacity ?? 0);
     },
   });
 }

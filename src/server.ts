@@ -1,7 +1,7 @@
 /**
- * The entry point: `node --require ./dist/telemetry.js dist/server.js`.
- * Reads the configuration, builds the application from its parts, listens on the API and metrics
- * ports, and shuts down gracefully on SIGTERM/SIGINT.
+ * The service, run by main.ts once telemetry has started: reads the configuration, builds the
+ * application from its parts, listens on the API and metrics ports, and shuts down gracefully on
+ * SIGTERM/SIGINT.
  */
 import { createApp } from './app';
 import { ConfigError, parseConfig, type Config } from './config';
@@ -11,7 +11,7 @@ import { createMetrics } from './metrics';
 import { createMetricsServer } from './metrics-server';
 import { serviceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
-import { shutdownTelemetry } from './telemetry-state';
+import type { Telemetry } from './telemetry';
 
 function readConfigOrExit(): Config {
   try {
@@ -24,13 +24,13 @@ function readConfigOrExit(): Config {
   }
 }
 
-async function main(): Promise<void> {
+export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
   const service = serviceInfo();
   const logger = createLogger({ level: config.logLevel, service });
   exitOnUnexpectedFailure(logger);
 
-  const metrics = createMetrics({ service, processMetrics: true });
+  const metrics = createMetrics({ service, processMetrics: true, spanPipeline: telemetry.readSpanPipeline });
   const app = createApp({ bodyLimit: config.bodyLimit, logger, metrics });
   const handleRequest = app.callback();
   // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     delayMs: config.shutdownDelayMs,
     timeoutMs: config.shutdownTimeoutMs,
     logger,
-    flushTelemetry: shutdownTelemetry,
+    flushTelemetry: () => telemetry.shutdown(),
     exit: (code) => exitAfterFlush(logger, code),
   });
   logger.info(
@@ -77,4 +77,3 @@ function exitOnUnexpectedFailure(logger: Logger): void {
   });
 }
 
-void main();

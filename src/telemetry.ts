@@ -1,13 +1,194 @@
 /**
- * Telemetry bootstrap, preloaded before any application module:
- *   node --require ./dist/telemetry.js dist/server.js
- * (in `npm start`, the Dockerfile and the Helm chart alike), so that tracing is in place before
- * the first request. Configured only through the standard OTEL_* variables (see tracing.ts).
- * Metrics are served by prom-client and logs go to stdout, so neither is sent over OTLP.
+ * Tracing, in one place: OpenTelemetry's NodeSDK with the instrumentations of
+ * @opentelemetry/auto-instrumentations-node, configured by the standard OTEL_* variables.
+ * main.ts starts it before anything else is loaded, because the instrumentations patch http, koa
+ * and pino as they are required, then hands the returned Telemetry to the service.
  *
- * OTEL_SDK_DISABLED=true loads nothing at all: the SDK is required only when it is used.
+ * - What is instrumented: http (the server span of each request, named `METHOD route`, and client
+ *   spans for outgoing calls), koa (the route of the span; no span per middleware) and pino
+ *   (trace_id, span_id and trace_flags in every log line written inside a request).
+ * - What is exported: traces only, when an OTLP endpoint or OTEL_TRACES_EXPORTER is set.
+ *   Metrics are served by prom-client on the admin port and logs go to stdout.
+ * - How it stops: Telemetry.shutdown() flushes queued spans; the graceful shutdown calls it.
+ *
+ * Every default below is written into the environment only when the variable is unset, so a
+ * user's value of any standard variable wins. OTEL_SDK_DISABLED=true loads none of the SDK.
  */
-if (process.env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== 'true') {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when tracing is on
-  (require('./tracing') as typeof import('./tracing')).startTracing();
+import type { Attributes, DiagLogger } from '@opentelemetry/api';
+import type { MetricReader } from '@opentelemetry/sdk-metrics';
+import type { NodeSDK } from '@opentelemetry/sdk-node';
+import { format } from 'node:util';
+import { serviceInfo } from './service-info';
+
+/** What the service gets from telemetry: how to stop it, and the SDK's own counts for /metrics. */
+export interface Telemetry {
+  /** Flushes queued spans and stops the SDK; resolves at once when nothing was started. */
+  shutdown(): Promise<void>;
+  /** The span processor's self-metrics, or undefined when the SDK does not report them. */
+  readSpanPipeline(): Promise<SpanPipelineCounts | undefined>;
+}
+
+/** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
+export interface SpanPipelineCounts {
+  /** Spans whose processing finished, by error.type: '' exported, 'queue_full' dropped, anything else export failed. */
+  readonly processed: ReadonlyMap<string, number>;
+  readonly queueSize: number;
+  readonly queueCapacity: number;
+}
+
+type Env = Record<string, string | undefined>;
+/** instrumentation-koa's layer types ('middleware', 'router'), a string enum its package exports. */
+type KoaLayerTypes = NonNullable<
+  NonNullable<NonNullable<Parameters<typeof import('@opentelemetry/auto-instrumentations-node').getNodeAutoInstrumentations>[0]>['@opentelemetry/instrumentation-koa']>['ignoreLayersType']
+>;
+
+/** Paths that create no span: probes and scrapes would drown the traces that matter. */
+export const UNTRACED_PATHS: ReadonlySet<string> = new Set(['/health', '/metrics']);
+
+/**
+ * This service's defaults for standard variables, each applied only when the variable is unset:
+ * - only the instrumentations it uses are constructed (every one of the ~40 would be by default);
+ * - metrics and logs are not exported over OTLP (prom-client and stdout carry them);
+ * - resource detectors that read local facts only: no cloud metadata calls at start-up;
+ * - the SDK's self-metrics on, for the dropped and failed span counts on /metrics.
+ */
+export const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
+  OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,koa,pino',
+  OTEL_METRICS_EXPORTER: 'none',
+  OTEL_LOGS_EXPORTER: 'none',
+  OTEL_NODE_RESOURCE_DETECTORS: 'env,host,os,process,serviceinstance,container',
+  OTEL_NODE_EXPERIMENTAL_SDK_METRICS: 'true',
+};
+
+function isSet(env: Env, name: string): boolean {
+  return (env[name]?.trim() ?? '') !== '';
+}
+
+/** Writes SERVICE_DEFAULTS into `env` where unset, and chooses the trace exporter's default. */
+export function applyServiceDefaults(env: Env): void {
+  for (const [name, value] of Object.entries(SERVICE_DEFAULTS)) {
+    if (!isSet(env, name)) env[name] = value;
+  }
+  // NodeSDK would export to localhost:4318 when nothing is configured, and log every failure.
+  // Without an endpoint or an exporter named, nothing is exported and no connection is tried.
+  const endpoint = isSet(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') || isSet(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  if (!endpoint && !isSet(env, 'OTEL_TRACES_EXPORTER')) env.OTEL_TRACES_EXPORTER = 'none';
+}
+
+const DISABLED: Telemetry = {
+  shutdown: () => Promise.resolve(),
+  readSpanPipeline: () => Promise.resolve(undefined),
+};
+
+/** Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required. */
+export function startTelemetry(env: Env = process.env): Telemetry {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return DISABLED;
+  applyServiceDefaults(env);
+
+  /* eslint-disable @typescript-eslint/no-require-imports -- loaded only when telemetry is on (see above) */
+  const api = require('@opentelemetry/api') as typeof import('@opentelemetry/api');
+  const { NodeSDK: Sdk } = require('@opentelemetry/sdk-node') as typeof import('@opentelemetry/sdk-node');
+  const auto = require('@opentelemetry/auto-instrumentations-node') as typeof import('@opentelemetry/auto-instrumentations-node');
+  const { defaultResource, resourceFromAttributes } = require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
+  const metricsSdk = require('@opentelemetry/sdk-metrics') as typeof import('@opentelemetry/sdk-metrics');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+
+  const service = serviceInfo();
+  // The SDK's self-metrics reach /metrics through this reader. A user who sets OTEL_METRICS_EXPORTER
+  // gets NodeSDK's own readers instead (and the self-metrics there).
+  const selfMetrics = env.OTEL_METRICS_EXPORTER === 'none' ? new (class extends metricsSdk.MetricReader {
+    protected onForceFlush(): Promise<void> {
+      return Promise.resolve();
+    }
+    protected onShutdown(): Promise<void> {
+      return Promise.resolve();
+    }
+  })() : undefined;
+  const drop = { aggregation: { type: metricsSdk.AggregationType.DROP } };
+
+  const sdk: NodeSDK = new Sdk({
+    // service.name and service.version of this build; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override them.
+    resource: defaultResource().merge(resourceFromAttributes({ 'service.name': service.name, 'service.version': service.version } satisfies Attributes)),
+    resourceDetectors: auto.getResourceDetectors(),
+    instrumentations: [
+      auto.getNodeAutoInstrumentations({
+        '@opentelemetry/instrumentation-http': {
+          ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.has(pathOf(request.url)),
+        },
+        // A span per Koa middleware or router layer would repeat the server span; the app sets the
+        // route on it (app.ts) and the http instrumentation names the span from it.
+        '@opentelemetry/instrumentation-koa': { ignoreLayersType: ['middleware', 'router'] as KoaLayerTypes },
+        // The log lines are on stdout already; sending them again over OTLP would double them.
+        '@opentelemetry/instrumentation-pino': { disableLogSending: true },
+      }),
+    ],
+    ...(selfMetrics === undefined
+      ? {}
+      : {
+          metricReaders: [selfMetrics],
+          // Only the span processor's counts are read; per-span and per-request instruments are dropped at the source.
+          views: [
+            { instrumentName: 'otel.sdk.span.*', ...drop },
+            { instrumentName: 'http.*', ...drop },
+          ],
+        }),
+  });
+  // NodeSDK logs its diagnostics (OTEL_LOG_LEVEL) through console, partly on stdout, where they
+  // would break the JSON log stream: they go to stderr, one line each.
+  const diagLevel = env.OTEL_LOG_LEVEL?.trim();
+  if (diagLevel !== undefined && diagLevel !== '') {
+    const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core'); // eslint-disable-line @typescript-eslint/no-require-imports
+    api.diag.setLogger(stderrDiagLogger(), { logLevel: diagLogLevelFromString(diagLevel), suppressOverrideMessage: true });
+  }
+  sdk.start();
+
+  return {
+    shutdown: () => sdk.shutdown(),
+    readSpanPipeline: selfMetrics === undefined ? DISABLED.readSpanPipeline : () => readSpanPipeline(selfMetrics),
+  };
+}
+
+/** The path as the router matches it: without the query, case-insensitive, a trailing slash ignored. */
+function pathOf(url: string | undefined): string {
+  const path = (url ?? '/').split('?', 1)[0] ?? '/';
+  return (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path).toLowerCase();
+}
+
+async function readSpanPipeline(reader: MetricReader): Promise<SpanPipelineCounts | undefined> {
+  const { resourceMetrics } = await reader.collect();
+  const processed = new Map<string, number>();
+  let queueSize = 0;
+  let queueCapacity = 0;
+  let seen = false;
+  for (const scope of resourceMetrics.scopeMetrics) {
+    for (const metric of scope.metrics) {
+      const name = metric.descriptor.name;
+      for (const point of metric.dataPoints) {
+        const value = typeof point.value === 'number' ? point.value : 0;
+        if (name === 'otel.sdk.processor.span.processed') {
+          const errorType = String(point.attributes['error.type'] ?? '');
+          processed.set(errorType, (processed.get(errorType) ?? 0) + value);
+          seen = true;
+        } else if (name === 'otel.sdk.processor.span.queue.size') {
+          queueSize += value;
+          seen = true;
+        } else if (name === 'otel.sdk.processor.span.queue.capacity') {
+          queueCapacity += value;
+          seen = true;
+        }
+      }
+    }
+  }
+  return seen ? { processed, queueSize, queueCapacity } : undefined;
+}
+
+/** One line per diagnostic on stderr: stdout carries only the service's JSON log lines. */
+function stderrDiagLogger(): DiagLogger {
+  const write =
+    (level: string) =>
+    (message: string, ...args: unknown[]): void => {
+      const text = format(message, ...args).replace(/\s*\n\s*/g, ' ');
+      process.stderr.write(`opentelemetry ${level}: ${text}\n`);
+    };
+  return { error: write('error'), warn: write('warn'), info: write('info'), debug: write('debug'), verbose: write('verbose') };
 }

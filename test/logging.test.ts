@@ -8,12 +8,10 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { startInProcess } from './support/in-process';
-import { freePort, ROOT, startService } from './support/service-process';
+import { freePort, MAIN, ROOT, startService } from './support/service-process';
 
-const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string; scripts: Record<string, string> };
+const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
 const VERSION = PACKAGE.version;
-/** The telemetry preload of the production start command (`npm start`). */
-const PRELOAD = /--require\s+(\S+)/.exec(PACKAGE.scripts.start ?? '')?.[1] ?? 'missing --require in the start script';
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 const post = (baseUrl: string, body = '{}'): Promise<Response> =>
@@ -82,7 +80,7 @@ describe('LOG_LEVEL', () => {
   it('silent writes nothing on stdout', async () => {
     // startService waits for the start-up line, which silent suppresses: start the process here.
     const port = await freePort();
-    const child = spawn(process.execPath, ['--require', join(ROOT, PRELOAD), join(ROOT, 'dist', 'server.js')], {
+    const child = spawn(process.execPath, [MAIN], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(await freePort()), LOG_LEVEL: 'silent' },
       stdio: ['ignore', 'pipe', 'pipe'],

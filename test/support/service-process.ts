@@ -4,8 +4,8 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 export const ROOT = join(__dirname, '..', '..');
-const SERVER = join(ROOT, 'dist', 'server.js');
-const TELEMETRY = join(ROOT, 'dist', 'telemetry.js');
+/** The production entry point: telemetry first, then the service. */
+export const MAIN = join(ROOT, 'dist', 'main.js');
 
 /** A port that was free a moment ago (the OS picks it); good enough on a test machine. */
 export async function freePort(): Promise<number> {
@@ -35,15 +35,14 @@ export interface ServiceProcess {
 }
 
 /**
- * Starts the built service exactly as production does (`node --require dist/telemetry.js
- * dist/server.js`, with the Node running the tests) on free ports, and resolves once it logs
- * that it listens. `env` is added to a clean environment: OTEL_* from the caller's shell never leak in.
+ * Starts the built service exactly as production does (`node dist/main.js`, with the Node running
+ * the tests) on free ports, and resolves once /health answers. `env` is added to a clean
+ * environment: OTEL_* from the caller's shell never leak in.
  */
-export async function startService(env: Record<string, string> = {}, options: { preload?: boolean } = {}): Promise<ServiceProcess> {
+export async function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
   const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
   const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : await freePort();
-  const args = options.preload === false ? [SERVER] : ['--require', TELEMETRY, SERVER];
-  const child = spawn(process.execPath, args, {
+  const child = spawn(process.execPath, [MAIN], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -122,7 +121,7 @@ export async function startService(env: Record<string, string> = {}, options: { 
 
 /** Runs the entry point to completion (for configurations that must stop it) and returns what it said. */
 export async function runServiceToExit(env: Record<string, string>, timeoutMs = 10_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--require', TELEMETRY, SERVER], {
+  const child = spawn(process.execPath, [MAIN], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
