@@ -104,34 +104,23 @@ export function startTelemetry(env: Env = process.env): Telemetry {
       return Promise.resolve();
     }
   })() : undefined;
-  const drop = { aggregation: { type: metricsSdk.AggregationType.DROP } };
+  const instrumentations = auto.getNodeAutoInstrumentations({
+    '@opentelemetry/instrumentation-http': {
+      ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.has(pathOf(request.url)),
+    },
+    // A span per Koa middleware or router layer would repeat the server span; the app sets the
+    // route on it (app.ts) and the http instrumentation names the span from it.
+    '@opentelemetry/instrumentation-koa': { ignoreLayersType: ['middleware', 'router'] as KoaLayerTypes },
+    // The log lines are on stdout already; sending them again over OTLP would double them.
+    '@opentelemetry/instrumentation-pino': { disableLogSending: true },
+  });
 
   const sdk: NodeSDK = new Sdk({
     // service.name and service.version of this build; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override them.
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': service.name, 'service.version': service.version } satisfies Attributes)),
     resourceDetectors: auto.getResourceDetectors(),
-    instrumentations: [
-      auto.getNodeAutoInstrumentations({
-        '@opentelemetry/instrumentation-http': {
-          ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.has(pathOf(request.url)),
-        },
-        // A span per Koa middleware or router layer would repeat the server span; the app sets the
-        // route on it (app.ts) and the http instrumentation names the span from it.
-        '@opentelemetry/instrumentation-koa': { ignoreLayersType: ['middleware', 'router'] as KoaLayerTypes },
-        // The log lines are on stdout already; sending them again over OTLP would double them.
-        '@opentelemetry/instrumentation-pino': { disableLogSending: true },
-      }),
-    ],
-    ...(selfMetrics === undefined
-      ? {}
-      : {
-          metricReaders: [selfMetrics],
-          // Only the span processor's counts are read; per-span and per-request instruments are dropped at the source.
-          views: [
-            { instrumentName: 'otel.sdk.span.*', ...drop },
-            { instrumentName: 'http.*', ...drop },
-          ],
-        }),
+    instrumentations,
+    ...(selfMetrics === undefined ? {} : { metricReaders: [selfMetrics] }),
   });
   // NodeSDK logs its diagnostics (OTEL_LOG_LEVEL) through console, partly on stdout, where they
   // would break the JSON log stream: they go to stderr, one line each.
@@ -141,6 +130,13 @@ export function startTelemetry(env: Env = process.env): Telemetry {
     api.diag.setLogger(stderrDiagLogger(), { logLevel: diagLogLevelFromString(diagLevel), suppressOverrideMessage: true });
   }
   sdk.start();
+  if (selfMetrics !== undefined) {
+    // NodeSDK hands its MeterProvider to every instrumentation; instrumentation-http would then
+    // record http.server.request.duration per request for a reader that only wants the span
+    // processor's counts (prom-client keeps the request histogram). They get a no-op meter instead.
+    const noMeters = { getMeter: () => api.createNoopMeter() };
+    for (const instrumentation of instrumentations) instrumentation.setMeterProvider(noMeters);
+  }
 
   return {
     shutdown: () => sdk.shutdown(),
