@@ -1,0 +1,116 @@
+// Start-up only (issue #11): spawn → first 200 on GET /health, for plain node:http and for the
+// service with tracing off, on without the bundle, on with it, each with and without Node's
+// compile cache. Configurations are interleaved (A B C … A B C …) because this machine is shared
+// and noisy; the summary gives medians and the ratio to plain node:http's median of the same run,
+// plus the idle RSS (VmRSS 1 s after start-up).
+//
+//   npm run build
+//   sh scripts/node.sh bench/startup.mjs [--rounds 15] [--configs plain-http,bundled,...] [--idle-ms 1000]
+//
+// The service runs from copies of dist/ in bench/results/startup.tmp/ (gitignored): `bundled` as
+// built, `unbundled` without dist/telemetry.bundle.js (main.js then requires dist/telemetry.js and
+// the SDK from node_modules, as before the bundle). Tracing on = an OTLP endpoint on a closed
+// local port, so the exporter is configured (nothing listens there; no span is sent at start-up).
+// The compile caches are emptied, then filled by one untimed start (as the image build does);
+// "no cache" configurations run with NODE_DISABLE_COMPILE_CACHE=1.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ROOT, PIN, LOAD_CORE, freePorts, median, min, max, rssMb, startServer } from './lib.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '15' },
+    configs: { type: 'string' },
+    'idle-ms': { type: 'string', default: '1000' },
+  },
+});
+
+const TMP = path.join(ROOT, 'bench/results/startup.tmp');
+const BUNDLE = 'telemetry.bundle.js';
+
+function prepare() {
+  if (!fs.existsSync(path.join(ROOT, 'dist', BUNDLE))) throw new Error(`dist/${BUNDLE} is missing: run npm run build first`);
+  fs.rmSync(TMP, { recursive: true, force: true });
+  for (const variant of ['bundled', 'unbundled']) {
+    const dir = path.join(TMP, variant);
+    fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
+    fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+    if (variant === 'unbundled') fs.rmSync(path.join(dir, 'dist', BUNDLE));
+  }
+  fs.mkdirSync(path.join(TMP, 'cache'));
+}
+
+function configurations(closedPort) {
+  const tracing = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${closedPort}` };
+  const noCache = { NODE_DISABLE_COMPILE_CACHE: '1' };
+  const cache = (name) => ({ NODE_COMPILE_CACHE: path.join(TMP, 'cache', name) });
+  const service = (variant) => ({ args: [path.join(TMP, variant, 'dist/main.js')], cwd: path.join(TMP, variant) });
+  return {
+    'plain-http': { title: 'plain node:http', args: ['bench/baseline-http.cjs'], env: {} },
+    'service-off': { title: 'service, OTEL_SDK_DISABLED=true', ...service('bundled'), env: { OTEL_SDK_DISABLED: 'true', ...noCache } },
+    'service-off+cache': { title: 'service, OTEL_SDK_DISABLED=true, compile cache warm', ...service('bundled'), env: { OTEL_SDK_DISABLED: 'true', ...cache('off') } },
+    unbundled: { title: 'tracing on, unbundled', ...service('unbundled'), env: { ...tracing, ...noCache } },
+    'unbundled+cache': { title: 'tracing on, unbundled, compile cache warm', ...service('unbundled'), env: { ...tracing, ...cache('unbundled') } },
+    bundled: { title: 'tracing on, bundled', ...service('bundled'), env: { ...tracing, ...noCache } },
+    'bundled+cache': { title: 'tracing on, bundled, compile cache warm (npm start, image)', ...service('bundled'), env: { ...tracing, ...cache('bundled') } },
+  };
+}
+
+/** One start: the time to the first healthy /health, then the RSS after idling; then SIGTERM. */
+async function once(name, config) {
+  const server = await startServer(name, config);
+  await sleep(Number(args['idle-ms']));
+  const rss = rssMb(server.pid);
+  const exit = await server.stop();
+  if (exit.code !== 0) throw new Error(`${name} exited ${JSON.stringify(exit)}; see ${server.stderrPath}`);
+  const stderr = fs.readFileSync(server.stderrPath, 'utf8');
+  if (stderr.trim() !== '') throw new Error(`${name} wrote to stderr:\n${stderr.slice(0, 2000)}`);
+  return { startupMs: server.startupMs, rssMb: rss };
+}
+
+async function main() {
+  if (PIN) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  prepare();
+  const [closedPort] = await freePorts(1);
+  const all = configurations(closedPort);
+  const names = args.configs ? args.configs.split(',') : Object.keys(all);
+  for (const name of names) if (!all[name]) throw new Error(`unknown configuration ${name}; known: ${Object.keys(all).join(', ')}`);
+  // The harness's own settings must not leak into the servers (startServer passes process.env on).
+  delete process.env.NODE_COMPILE_CACHE;
+  delete process.env.NODE_DISABLE_COMPILE_CACHE;
+
+  // One untimed start of each: fills the compile caches and the OS page cache alike.
+  for (const name of names) await once(name, all[name]);
+
+  const rounds = Number(args.rounds);
+  const samples = Object.fromEntries(names.map((n) => [n, []]));
+  for (let round = 1; round <= rounds; round++) {
+    const line = [];
+    for (const name of names) {
+      const s = await once(name, all[name]);
+      samples[name].push(s);
+      line.push(`${name} ${s.startupMs.toFixed(0)}`);
+    }
+    console.error(`round ${round}/${rounds}: ${line.join('  ')} ms`);
+  }
+
+  const plain = samples['plain-http'] ? median(samples['plain-http'].map((s) => s.startupMs)) : NaN;
+  const f = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : '–');
+  const rows = [
+    `Start-up (spawn → first 200 on /health), ${rounds} interleaved rounds, Node ${process.version}, ${PIN ? 'server on core 0, harness on core 1' : 'unpinned'}:`,
+    '',
+    '| configuration | median ms | min–max ms | × plain node:http | idle RSS MB |',
+    '|---|---:|---:|---:|---:|',
+  ];
+  for (const name of names) {
+    const ms = samples[name].map((s) => s.startupMs);
+    const m = median(ms);
+    rows.push(`| ${name}: ${all[name].title} | ${f(m)} | ${f(min(ms))}–${f(max(ms))} | ${f(m / plain, 1)} | ${f(median(samples[name].map((s) => s.rssMb)))} |`);
+  }
+  console.log(rows.join('\n'));
+}
+
+await main();
