@@ -92,10 +92,11 @@ function readLogLevel(env: Env): LogLevel {
 
 function readByteSize(env: Env, name: string, fallback: string): number {
   const value = raw(env, name) ?? fallback;
-  // bytes.parse accepts "1048576", "512kb", "1mb", "1.5MB"; it returns null or NaN for nonsense.
-  const parsed = /^\d+(\.\d+)?\s*(b|kb|mb|gb)?$/i.test(value) ? bytes.parse(value) : null;
-  if (parsed === null || !Number.isSafeInteger(parsed) || parsed < 1) {
-    throw new ConfigError(name, value, 'expected a positive size in bytes, or with a unit: 512kb, 1mb, 10mb');
-  }
-  return parsed;
+  const allowed = 'expected a positive whole number of bytes, or a size with a unit: 512kb, 1mb, 1.5mb';
+  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value);
+  if (match === null) throw new ConfigError(name, value, allowed);
+  // bytes.parse floors fractions ("1.5" would become 1 byte): the size must be whole as written.
+  const size = Number(match[1]) * (bytes.parse(`1${match[2] ?? 'b'}`) ?? Number.NaN);
+  if (!Number.isSafeInteger(size) || size < 1) throw new ConfigError(name, value, allowed);
+  return size;
 }

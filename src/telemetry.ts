@@ -50,7 +50,9 @@ export const UNTRACED_PATHS: ReadonlySet<string> = new Set(['/health', '/metrics
  * - only the instrumentations it uses are constructed (every one of the ~40 would be by default);
  * - metrics and logs are not exported over OTLP (prom-client and stdout carry them);
  * - resource detectors that read local facts only: no cloud metadata calls at start-up;
- * - the SDK's self-metrics on, for the dropped and failed span counts on /metrics.
+ * - the SDK's self-metrics on, for the dropped and failed span counts on /metrics;
+ * - the SDK's warnings on stderr, so that a variable it cannot use as written is reported;
+ * - span attribute values capped, so that huge headers (User-Agent) cannot swell the export queue.
  */
 export const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,koa,pino',
@@ -58,21 +60,51 @@ export const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_LOGS_EXPORTER: 'none',
   OTEL_NODE_RESOURCE_DETECTORS: 'env,host,os,process,serviceinstance,container',
   OTEL_NODE_EXPERIMENTAL_SDK_METRICS: 'true',
+  OTEL_LOG_LEVEL: 'warn',
+  OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '1024',
 };
 
 function isSet(env: Env, name: string): boolean {
   return (env[name]?.trim() ?? '') !== '';
 }
 
-/** Writes SERVICE_DEFAULTS into `env` where unset, and chooses the trace exporter's default. */
+/** Writes SERVICE_DEFAULTS into `env` where unset. */
 export function applyServiceDefaults(env: Env): void {
   for (const [name, value] of Object.entries(SERVICE_DEFAULTS)) {
     if (!isSet(env, name)) env[name] = value;
   }
-  // NodeSDK would export to localhost:4318 when nothing is configured, and log every failure.
-  // Without an endpoint or an exporter named, nothing is exported and no connection is tried.
-  const endpoint = isSet(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') || isSet(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
-  if (!endpoint && !isSet(env, 'OTEL_TRACES_EXPORTER')) env.OTEL_TRACES_EXPORTER = 'none';
+}
+
+/**
+ * NodeSDK would export to localhost:4318 when nothing is configured. Here, without an endpoint or
+ * an exporter named, nothing is exported and no connection is tried.
+ */
+function exportsTraces(env: Env): boolean {
+  return ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_EXPORTER'].some((name) => isSet(env, name));
+}
+
+/**
+ * OpenTelemetry drops the whole of OTEL_RESOURCE_ATTRIBUTES, valid entries too, for one malformed
+ * entry, and says so only at debug level. Here the malformed entry alone is left out, in one line.
+ * The rule is the SDK's: key=value, ',' and '=' percent-encoded, at most 255 characters each.
+ */
+function keepValidResourceAttributes(env: Env, warn: (message: string) => void): void {
+  const raw = env.OTEL_RESOURCE_ATTRIBUTES;
+  if (raw === undefined || raw.trim() === '') return;
+  const valid = raw.split(',').filter((entry) => {
+    if (entry.trim() === '') return false;
+    const parts = entry.split('=');
+    const [key = '', value = ''] = parts.map((part) => part.trim());
+    let ok = parts.length === 2 && key !== '';
+    try {
+      ok &&= decodeURIComponent(key).length <= 255 && decodeURIComponent(value).length <= 255;
+    } catch {
+      ok = false;
+    }
+    if (!ok) warn(`OTEL_RESOURCE_ATTRIBUTES entry ${JSON.stringify(entry)} is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply`);
+    return ok;
+  });
+  env.OTEL_RESOURCE_ATTRIBUTES = valid.join(',');
 }
 
 const DISABLED: Telemetry = {
@@ -84,6 +116,7 @@ const DISABLED: Telemetry = {
 export function startTelemetry(env: Env = process.env): Telemetry {
   if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return DISABLED;
   applyServiceDefaults(env);
+  keepValidResourceAttributes(env, (message) => process.stderr.write(`product-service: ${message}\n`));
 
   /* eslint-disable @typescript-eslint/no-require-imports -- loaded only when telemetry is on (see above) */
   const api = require('@opentelemetry/api') as typeof import('@opentelemetry/api');
@@ -92,6 +125,15 @@ export function startTelemetry(env: Env = process.env): Telemetry {
   const { defaultResource, resourceFromAttributes } = require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
   const metricsSdk = require('@opentelemetry/sdk-metrics') as typeof import('@opentelemetry/sdk-metrics');
   /* eslint-enable @typescript-eslint/no-require-imports */
+
+  // The SDK's diagnostics (OTEL_LOG_LEVEL) would go through console, partly to stdout, where they
+  // would break the JSON log stream: they go to stderr, one line each, from the first one on.
+  const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core'); // eslint-disable-line @typescript-eslint/no-require-imports
+  const diagLogger = stderrDiagLogger();
+  const useStderrForDiagnostics = (): void => {
+    api.diag.setLogger(diagLogger, { logLevel: diagLogLevelFromString(env.OTEL_LOG_LEVEL), suppressOverrideMessage: true });
+  };
+  useStderrForDiagnostics();
 
   const service = serviceInfo();
   // The SDK's self-metrics reach /metrics through this reader. A user who sets OTEL_METRICS_EXPORTER
@@ -110,25 +152,23 @@ export function startTelemetry(env: Env = process.env): Telemetry {
     },
     // A span per Koa middleware or router layer would repeat the server span; the app sets the
     // route on it (app.ts) and the http instrumentation names the span from it.
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- KoaLayerType's values; its package is not a direct dependency
     '@opentelemetry/instrumentation-koa': { ignoreLayersType: ['middleware', 'router'] as KoaLayerTypes },
     // The log lines are on stdout already; sending them again over OTLP would double them.
     '@opentelemetry/instrumentation-pino': { disableLogSending: true },
   });
 
+  api.diag.disable(); // NodeSDK's constructor installs a console logger, and would announce the swap on both
   const sdk: NodeSDK = new Sdk({
     // service.name and service.version of this build; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override them.
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': service.name, 'service.version': service.version } satisfies Attributes)),
     resourceDetectors: auto.getResourceDetectors(),
     instrumentations,
     ...(selfMetrics === undefined ? {} : { metricReaders: [selfMetrics] }),
+    // No span processor: no TracerProvider, yet propagation still carries an incoming trace id to the logs.
+    ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
   });
-  // NodeSDK logs its diagnostics (OTEL_LOG_LEVEL) through console, partly on stdout, where they
-  // would break the JSON log stream: they go to stderr, one line each.
-  const diagLevel = env.OTEL_LOG_LEVEL?.trim();
-  if (diagLevel !== undefined && diagLevel !== '') {
-    const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core'); // eslint-disable-line @typescript-eslint/no-require-imports
-    api.diag.setLogger(stderrDiagLogger(), { logLevel: diagLogLevelFromString(diagLevel), suppressOverrideMessage: true });
-  }
+  useStderrForDiagnostics();
   sdk.start();
   if (selfMetrics !== undefined) {
     // NodeSDK hands its MeterProvider to every instrumentation; instrumentation-http would then
@@ -140,7 +180,7 @@ export function startTelemetry(env: Env = process.env): Telemetry {
 
   return {
     shutdown: () => sdk.shutdown(),
-    readSpanPipeline: selfMetrics === undefined ? DISABLED.readSpanPipeline : () => readSpanPipeline(selfMetrics),
+    readSpanPipeline: () => (selfMetrics === undefined ? Promise.resolve(undefined) : readSpanPipeline(selfMetrics)),
   };
 }
 
@@ -162,7 +202,8 @@ async function readSpanPipeline(reader: MetricReader): Promise<SpanPipelineCount
       for (const point of metric.dataPoints) {
         const value = typeof point.value === 'number' ? point.value : 0;
         if (name === 'otel.sdk.processor.span.processed') {
-          const errorType = String(point.attributes['error.type'] ?? '');
+          const attribute = point.attributes['error.type'];
+          const errorType = typeof attribute === 'string' ? attribute : '';
           processed.set(errorType, (processed.get(errorType) ?? 0) + value);
           seen = true;
         } else if (name === 'otel.sdk.processor.span.queue.size') {

@@ -37,6 +37,7 @@ describe('parseConfig', () => {
     ['BODY_LIMIT', '2048', 2048],
     ['BODY_LIMIT', '1MB', 1024 * 1024],
     ['BODY_LIMIT', '10mb', 10 * 1024 * 1024],
+    ['BODY_LIMIT', '1.5mb', 1.5 * 1024 * 1024],
     ['LOG_LEVEL', 'silent', 'silent'],
   ])('accepts %s=%s', (name, value, expected) => {
     const config = parseConfig({ [name]: value }) as unknown as Record<string, unknown>;
@@ -49,7 +50,9 @@ describe('parseConfig', () => {
     ['PORT', '-1', /PORT="-1"/],
     ['PORT', '80.5', /PORT="80.5"/],
     ['METRICS_PORT', 'x', /METRICS_PORT="x"/],
-    ['BODY_LIMIT', '-1', /BODY_LIMIT="-1": expected a positive size/],
+    ['BODY_LIMIT', '-1', /BODY_LIMIT="-1": expected a positive whole number of bytes, or a size with a unit/],
+    ['BODY_LIMIT', '1.5', /BODY_LIMIT="1.5"/],
+    ['BODY_LIMIT', '0.3kb', /BODY_LIMIT="0.3kb"/],
     ['BODY_LIMIT', '0', /BODY_LIMIT="0"/],
     ['BODY_LIMIT', 'lots', /BODY_LIMIT="lots"/],
     ['BODY_LIMIT', '1tb-ish', /BODY_LIMIT="1tb-ish"/],
