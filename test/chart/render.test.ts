@@ -267,6 +267,22 @@ describe('chart defaults', () => {
     expect(envValue(withEndpoint, 'OTEL_EXPORTER_OTLP_ENDPOINT')).toBe('http://collector:4318');
   });
 
+  it('set no sampler or propagators unless asked, and pass the untrusted-edge settings through', () => {
+    for (const name of ['OTEL_TRACES_SAMPLER', 'OTEL_TRACES_SAMPLER_ARG', 'OTEL_PROPAGATORS']) expect(envNames(container)).not.toContain(name);
+    const edge = mainContainer(
+      findOne(template(['--set', 'otel.sampler=traceidratio', '--set-string', 'otel.samplerArg=0.01', '--set', 'otel.propagators=none']), 'Deployment'),
+    );
+    expect(envValue(edge, 'OTEL_TRACES_SAMPLER')).toBe('traceidratio');
+    expect(envValue(edge, 'OTEL_TRACES_SAMPLER_ARG')).toBe('0.01');
+    expect(envValue(edge, 'OTEL_PROPAGATORS')).toBe('none');
+  });
+
+  it('refuse a sampler, ratio or propagator the SDK does not know', () => {
+    expect(templateFails(['--set', 'otel.sampler=sometimes'])).toMatch(/otel\/sampler/);
+    expect(templateFails(['--set-string', 'otel.samplerArg=1.5'])).toMatch(/otel\/samplerArg/);
+    expect(templateFails(['--set', 'otel.propagators=w3c'])).toMatch(/otel\/propagators/);
+  });
+
   it('keep the selector when an upgrade changes the image, labels and autoscaling', () => {
     const upgraded = findOne(
       template(['--set', 'image.tag=2.0.0', '--set', 'commonLabels.team=shop', '--set', 'podLabels.tier=api', '--set', 'autoscaling.enabled=true']),
