@@ -17,6 +17,7 @@
 import type { Attributes, DiagLogger } from '@opentelemetry/api';
 import type { MetricReader } from '@opentelemetry/sdk-metrics';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
+import { write as writeFile } from 'node:fs';
 import { format } from 'node:util';
 import { serviceInfo } from './service-info';
 
@@ -129,11 +130,7 @@ export function startTelemetry(env: Env = process.env): Telemetry {
   // The SDK's diagnostics (OTEL_LOG_LEVEL) would go through console, partly to stdout, where they
   // would break the JSON log stream: they go to stderr, one line each, from the first one on.
   const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core'); // eslint-disable-line @typescript-eslint/no-require-imports
-  const diagLogger = stderrDiagLogger();
-  const useStderrForDiagnostics = (): void => {
-    api.diag.setLogger(diagLogger, { logLevel: diagLogLevelFromString(env.OTEL_LOG_LEVEL), suppressOverrideMessage: true });
-  };
-  useStderrForDiagnostics();
+  api.diag.setLogger(stderrDiagLogger(), { logLevel: diagLogLevelFromString(env.OTEL_LOG_LEVEL), suppressOverrideMessage: true });
 
   const service = serviceInfo();
   // The SDK's self-metrics reach /metrics through this reader. A user who sets OTEL_METRICS_EXPORTER
@@ -158,7 +155,10 @@ export function startTelemetry(env: Env = process.env): Telemetry {
     '@opentelemetry/instrumentation-pino': { disableLogSending: true },
   });
 
-  api.diag.disable(); // NodeSDK's constructor installs a console logger, and would announce the swap on both
+  // NodeSDK's constructor installs a console logger (partly on stdout) when it sees OTEL_LOG_LEVEL:
+  // it is hidden from it for that moment, and the stderr logger above stays.
+  const logLevel = env.OTEL_LOG_LEVEL;
+  delete env.OTEL_LOG_LEVEL;
   const sdk: NodeSDK = new Sdk({
     // service.name and service.version of this build; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override them.
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': service.name, 'service.version': service.version } satisfies Attributes)),
@@ -168,7 +168,7 @@ export function startTelemetry(env: Env = process.env): Telemetry {
     // No span processor: no TracerProvider, yet propagation still carries an incoming trace id to the logs.
     ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
   });
-  useStderrForDiagnostics();
+  env.OTEL_LOG_LEVEL = logLevel;
   sdk.start();
   if (selfMetrics !== undefined) {
     // NodeSDK hands its MeterProvider to every instrumentation; instrumentation-http would then
@@ -219,13 +219,49 @@ async function readSpanPipeline(reader: MetricReader): Promise<SpanPipelineCount
   return seen ? { processed, queueSize, queueCapacity } : undefined;
 }
 
-/** One line per diagnostic on stderr: stdout carries only the service's JSON log lines. */
+/**
+ * The SDK's diagnostics on stderr, one line each (stdout carries only the service's JSON lines).
+ * Written asynchronously, one write at a time, so a stalled log pipe never blocks the event loop;
+ * a line repeated within REPEAT_WINDOW_MS (an export failing every batch under load) is counted
+ * instead of written, and lines beyond QUEUE_LIMIT waiting for the pipe are dropped and counted.
+ */
 function stderrDiagLogger(): DiagLogger {
+  const REPEAT_WINDOW_MS = 60_000;
+  const QUEUE_LIMIT = 64;
+  const lastWritten = new Map<string, { at: number; repeats: number }>();
+  const queue: string[] = [];
+  let writing = false;
+  let dropped = 0;
+  const pump = (): void => {
+    const line = queue.shift();
+    if (line === undefined) {
+      writing = false;
+      return;
+    }
+    writing = true;
+    writeFile(2, line, pump);
+  };
   const write =
     (level: string) =>
     (message: string, ...args: unknown[]): void => {
       const text = format(message, ...args).replace(/\s*\n\s*/g, ' ');
-      process.stderr.write(`opentelemetry ${level}: ${text}\n`);
+      const now = Date.now();
+      const last = lastWritten.get(text);
+      if (last !== undefined && now - last.at < REPEAT_WINDOW_MS) {
+        last.repeats += 1;
+        return;
+      }
+      if (lastWritten.size > 1000) lastWritten.clear();
+      lastWritten.set(text, { at: now, repeats: 0 });
+      const repeated = last !== undefined && last.repeats > 0 ? ` (and ${last.repeats} times more in the last minute)` : '';
+      if (queue.length >= QUEUE_LIMIT) {
+        dropped += 1;
+        return;
+      }
+      const droppedNote = dropped > 0 ? ` (${dropped} earlier diagnostics dropped: stderr was not being read)` : '';
+      dropped = 0;
+      queue.push(`opentelemetry ${level}: ${text}${repeated}${droppedNote}\n`);
+      if (!writing) pump();
     };
   return { error: write('error'), warn: write('warn'), info: write('info'), debug: write('debug'), verbose: write('verbose') };
 }

@@ -19,19 +19,33 @@ export interface ReceivedSpan {
   /** "" for a root span. */
   parentSpanId: string;
   name: string;
+  /** The name of the instrumentation scope that created the span, e.g. "@opentelemetry/instrumentation-http". */
+  scope: string;
   /** OTLP SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
   kind: number;
   attributes: Attributes;
+  /** Attributes the SDK discarded (span attribute count limit). */
+  droppedAttributesCount: number;
+  /** OTLP StatusCode: 0 unset, 1 ok, 2 error. */
   status: { code: number; message: string };
   resource: Attributes;
 }
 
 /**
  * - ok: 200 with an empty body (an empty ExportTraceServiceResponse: full success)
- * - error: 503, a retryable failure
+ * - error: `errorStatus` (503 by default, a retryable failure; 500 is not retried)
  * - hang: reads the request and never answers, as a collector stuck behind a dead network path
  */
 export type ReceiverMode = 'ok' | 'error' | 'hang';
+
+export interface ReceiverOptions {
+  /** 0 (the default) lets the OS choose; 4318 is OTLP/HTTP's default port. */
+  port?: number;
+  /** 127.0.0.1 by default. */
+  host?: string;
+  /** The status of every answer in 'error' mode; 503 by default. */
+  errorStatus?: number;
+}
 
 export interface OtlpReceiver {
   /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces). */
@@ -46,7 +60,8 @@ export interface OtlpReceiver {
   close(): Promise<void>;
 }
 
-export async function startOtlpReceiver(mode: ReceiverMode = 'ok'): Promise<OtlpReceiver> {
+export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}): Promise<OtlpReceiver> {
+  const { port: wantedPort = 0, host = '127.0.0.1', errorStatus = 503 } = options;
   const spans: ReceivedSpan[] = [];
   const requests: Array<{ contentType: string }> = [];
   const waiters = new Set<() => void>();
@@ -64,19 +79,19 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok'): Promise<Otlp
       for (const wake of waiters) wake();
       if (receiver.mode === 'hang') return;
       if (receiver.mode === 'error') {
-        res.writeHead(503, { 'Content-Type': 'text/plain' }).end('collector unavailable');
+        res.writeHead(errorStatus, { 'Content-Type': 'text/plain' }).end('collector unavailable');
         return;
       }
       res.writeHead(200, { 'Content-Type': contentType.startsWith('application/json') ? 'application/json' : 'application/x-protobuf' });
       res.end(contentType.startsWith('application/json') ? '{}' : undefined);
     });
   });
-  server.listen(0, '127.0.0.1');
+  server.listen(wantedPort, host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
 
   const receiver: OtlpReceiver = {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     mode,
     spans,
     requests,
@@ -127,10 +142,11 @@ interface JsonSpan {
   name: string;
   kind?: number;
   attributes?: JsonKeyValue[];
+  droppedAttributesCount?: number;
   status?: { code?: number; message?: string };
 }
 interface JsonRequest {
-  resourceSpans?: Array<{ resource?: { attributes?: JsonKeyValue[] }; scopeSpans?: Array<{ spans?: JsonSpan[] }> }>;
+  resourceSpans?: Array<{ resource?: { attributes?: JsonKeyValue[] }; scopeSpans?: Array<{ scope?: { name?: string }; spans?: JsonSpan[] }> }>;
 }
 
 function spansFromJson(body: Buffer): ReceivedSpan[] {
@@ -143,8 +159,10 @@ function spansFromJson(body: Buffer): ReceivedSpan[] {
         spanId: span.spanId.toLowerCase(),
         parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
         name: span.name,
+        scope: scope.scope?.name ?? '',
         kind: span.kind ?? 0,
         attributes: jsonAttributes(span.attributes),
+        droppedAttributesCount: span.droppedAttributesCount ?? 0,
         status: { code: span.status?.code ?? 0, message: span.status?.message ?? '' },
         resource,
       })),
@@ -218,24 +236,28 @@ const varintOf = (message: Buffer, number: number): bigint => {
 };
 
 function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
-  // ExportTraceServiceRequest.resource_spans(1) > ResourceSpans{resource(1), scope_spans(2)} > ScopeSpans.spans(2)
+  // ExportTraceServiceRequest.resource_spans(1) > ResourceSpans{resource(1), scope_spans(2)}
+  //   > ScopeSpans{scope(1): InstrumentationScope{name(1)}, spans(2)}
   return messages(body, 1).flatMap((resourceSpans) => {
     const resource = protobufAttributes(bytesOf(resourceSpans, 1), 1);
-    return messages(resourceSpans, 2).flatMap((scopeSpans) =>
-      messages(scopeSpans, 2).map((span) => {
+    return messages(resourceSpans, 2).flatMap((scopeSpans) => {
+      const scope = bytesOf(bytesOf(scopeSpans, 1), 1).toString('utf8');
+      return messages(scopeSpans, 2).map((span) => {
         const status = bytesOf(span, 15); // Status{message(2), code(3)}
         return {
           traceId: bytesOf(span, 1).toString('hex'),
           spanId: bytesOf(span, 2).toString('hex'),
           parentSpanId: bytesOf(span, 4).toString('hex'),
           name: bytesOf(span, 5).toString('utf8'),
+          scope,
           kind: Number(varintOf(span, 6)),
           attributes: protobufAttributes(span, 9),
+          droppedAttributesCount: Number(varintOf(span, 10)),
           status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
           resource,
         };
-      }),
-    );
+      });
+    });
   });
 }
 
