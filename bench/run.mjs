@@ -229,10 +229,8 @@ function goals(summary, rate, soakResults, startups) {
   const off = summary['service-off'];
   const rateFull = rate.filter((r) => r.config === 'service-full');
   const soakFull = soakResults.find((r) => r.config === 'service-full');
-  // The start-up-only samples when there are any (more of them, no load before), else the rounds'.
-  const startupOnly = startups.filter((x) => x.config === 'service-full').map((x) => x.startupMs);
-  const startupFull = startupOnly.length ? median(startupOnly) : full?.startupMs;
   const g = (goal, limit, value, unit, ok) => ({ goal, limit, value, unit, met: value === undefined || Number.isNaN(value) ? null : ok });
+  // The start-up-only samples when there are any (more of them, no load before), else the rounds'.
   const startupOf = (name) => {
     const only = startups.filter((x) => x.config === name).map((x) => x.startupMs);
     return only.length ? median(only) : summary[name]?.startupMs;

@@ -8,7 +8,15 @@ export interface LoggerOptions {
   service: { name: string; version: string };
   /** Where lines go; stdout by default. Tests pass a stream to read the lines back. */
   destination?: DestinationStream;
+  /** Told how many lines stdout dropped, each time it drops some (its buffer was full). */
+  onDroppedLines?: (lines: number) => void;
 }
+
+/** pino's asynchronous destination (sonic-boom, a dependency of pino's). */
+type SonicBoom = ReturnType<typeof pino.destination>;
+
+/** The stdout destination of each logger createLogger made, for exitAfterFlush. */
+const stdoutOf = new WeakMap<Logger, SonicBoom>();
 
 /**
  * JSON lines on stdout, one object per event. The level is written as a word and the time as
@@ -16,6 +24,7 @@ export interface LoggerOptions {
  * trace_id, span_id and trace_flags, added by @opentelemetry/instrumentation-pino (telemetry.ts).
  */
 export function createLogger(options: LoggerOptions): Logger {
+  const stdout = options.destination === undefined ? stdoutDestination(options.level !== 'silent') : undefined;
   const logger = pino(
     {
       level: options.level,
@@ -23,22 +32,46 @@ export function createLogger(options: LoggerOptions): Logger {
       timestamp: isoTimeCachedPerMillisecond(),
       formatters: { level: (label) => ({ level: label }) },
     },
-    options.destination ?? stdoutDestination(),
+    options.destination ?? stdout,
   );
-  if (options.destination === undefined && options.level !== 'silent') {
-    // Lines wait at most this long in the buffer when traffic is too low to fill it. One flush at
-    // a time: under sustained load a flush waits for the stream to drain, and stacking them would
-    // pile up listeners on the stream.
-    let flushing = false;
-    setInterval(() => {
-      if (flushing) return;
-      flushing = true;
-      logger.flush(() => {
-        flushing = false;
-      });
-    }, STDOUT_FLUSH_INTERVAL_MS).unref();
+  if (stdout !== undefined) {
+    stdoutOf.set(logger, stdout);
+    reportDroppedLines(stdout, logger, options.onDroppedLines);
   }
   return logger;
+}
+
+/**
+ * Counts the lines stdout drops (pino writes one line per write) and, once stdout takes a write
+ * again, says in one warn line how many were lost since the last such line. A warn line that is
+ * itself dropped is counted and reported with the next one.
+ */
+function reportDroppedLines(stdout: SonicBoom, logger: Logger, onDroppedLines: ((lines: number) => void) | undefined): void {
+  let unreported = 0;
+  let reportPending = false;
+  stdout.on('drop', (data: string | Buffer) => {
+    const lines = countLines(data);
+    unreported += lines;
+    onDroppedLines?.(lines);
+  });
+  stdout.on('write', (bytes: number) => {
+    if (unreported === 0 || bytes === 0 || reportPending) return;
+    reportPending = true;
+    // On the next tick: SonicBoom emits 'write' before it takes the written bytes off its buffer,
+    // so a line logged now would find the buffer still full.
+    process.nextTick(() => {
+      reportPending = false;
+      const dropped = unreported;
+      unreported = 0;
+      logger.warn({ dropped_lines: dropped }, 'log lines dropped while stdout was blocked');
+    });
+  });
+}
+
+function countLines(data: string | Buffer): number {
+  let lines = 0;
+  for (let at = data.indexOf('\n'); at !== -1; at = data.indexOf('\n', at + 1)) lines += 1;
+  return Math.max(lines, 1);
 }
 
 /**
@@ -62,20 +95,70 @@ function isoTimeCachedPerMillisecond(): () => string {
 export const STDOUT_FLUSH_INTERVAL_MS = 250;
 
 /**
- * Asynchronous and buffered: a request never waits for stdout, and lines are written 4 KiB at a
- * time instead of one write (a thread-pool round trip) per line. The interval above bounds the
- * delay; exitAfterFlush writes what is left before the process exits.
+ * The most bytes of log lines held for stdout; lines beyond it are dropped and counted. 8 MiB is
+ * 30,000 to 45,000 request lines (190 B, 260 B with trace ids): 3 to 4 s at the saturated ~10k
+ * req/s of bench/results, over half a minute at 1k req/s, enough to ride out a log shipper's
+ * restart, for ~2% of the 384 Mi memory limit.
  */
-function stdoutDestination(): DestinationStream {
-  return pino.destination({ dest: 1, sync: false, minLength: 4096 });
+export const STDOUT_BUFFER_MAX_BYTES = 8 * 1024 * 1024;
+
+/** How long exitAfterFlush waits for stdout to take the last lines before it drops them and exits. */
+export const EXIT_FLUSH_TIMEOUT_MS = 2000;
+
+/**
+ * Asynchronous and buffered: a request never waits for stdout, and lines are written 4 KiB at a
+ * time instead of one write (a thread-pool round trip) per line, at most STDOUT_FLUSH_INTERVAL_MS
+ * after they were logged (`periodicFlush`: one flush at a time, none while a write is under way).
+ *
+ * A stuck stdout (a log shipper that stopped reading the pipe) must never hold a request, the
+ * event loop or the exit:
+ * - the buffer is bounded (`maxLength`): a line that would overflow it is dropped and counted;
+ * - fd 1 is made non-blocking by opening process.stdout, which for a pipe or a socket sets
+ *   O_NONBLOCK on it (libuv's uv_pipe_open; a file or a terminal is left as it is). A write to a
+ *   full pipe then fails with EAGAIN, which sonic-boom retries every 100 ms from a timer, instead of
+ *   blocking a thread-pool thread in write(2): process.exit() waits for the thread pool's threads,
+ *   so one stuck there never lets the process exit;
+ * - flushSync, which pino calls after a fatal line and from its process 'exit' handler, does
+ *   nothing before the process exits (exitAfterFlush follows every fatal line and flushes
+ *   asynchronously); at exit it writes what the pipe takes at once and drops the rest. sonic-boom
+ *   would otherwise retry EAGAIN forever, the main thread asleep between tries.
+ */
+function stdoutDestination(periodicFlush: boolean): SonicBoom {
+  let exiting = false;
+  // Before pino's own 'exit' handler, whichever was registered first.
+  process.prependOnceListener('exit', () => (exiting = true));
+  const stdout = pino.destination({
+    dest: process.stdout.fd,
+    sync: false,
+    minLength: 4096,
+    maxLength: STDOUT_BUFFER_MAX_BYTES,
+    periodicFlush: periodicFlush ? STDOUT_FLUSH_INTERVAL_MS : 0,
+    // While running, a full pipe is waited for (asynchronously); while exiting, it is not.
+    retryEAGAIN: () => !exiting,
+  });
+  const flushSync = stdout.flushSync.bind(stdout);
+  stdout.flushSync = () => {
+    if (!exiting) return;
+    try {
+      flushSync();
+    } catch {
+      // EAGAIN: the pipe is full and what it did not take is lost with the process.
+    }
+  };
+  return stdout;
 }
 
 /**
  * Writes out what the asynchronous destination still holds, then exits. process.exit() alone
- * would drop the last lines (the ones that say why the process ended).
+ * would drop the last lines (the ones that say why the process ended). If stdout has not taken
+ * them within `waitMs` (a stuck pipe), they are dropped and the process exits all the same.
  */
-export function exitAfterFlush(logger: Logger, code: number): void {
+export function exitAfterFlush(logger: Logger, code: number, waitMs = EXIT_FLUSH_TIMEOUT_MS): void {
   logger.flush(() => process.exit(code));
-  // If stdout is blocked (a full pipe), exit anyway rather than hang.
-  setTimeout(() => process.exit(code), 2000).unref();
+  setTimeout(() => {
+    // destroy() discards the buffer, and pino's exit handler skips a destroyed stream: nothing is
+    // left to write while the process exits.
+    stdoutOf.get(logger)?.destroy();
+    process.exit(code);
+  }, waitMs).unref();
 }

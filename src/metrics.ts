@@ -14,6 +14,8 @@ export interface Metrics {
   readonly registry: Registry<RegistryContentType>;
   /** Counts ids issued; equals the number of 201 answers. */
   countProductIdIssued(): void;
+  /** Counts log lines stdout dropped because its buffer was full (logger.ts). */
+  countLogLinesDropped(lines: number): void;
   /** Records one finished request. `traceId` is given for sampled requests and becomes an exemplar. */
   observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void;
   /** The exposition in the format the scraper asked for through its Accept header. */
@@ -38,6 +40,12 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const productIdsIssued = new Counter({
     name: 'product_ids_issued_total',
     help: 'Product ids issued (the number of 201 answers to POST /product).',
+    registers: [registry],
+  });
+
+  const logLinesDropped = new Counter({
+    name: 'product_service_log_lines_dropped_total',
+    help: 'Log lines never written: stdout did not take them (a log shipper not reading) and the log buffer was full.',
     registers: [registry],
   });
 
@@ -70,6 +78,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   return {
     registry,
     countProductIdIssued: () => productIdsIssued.inc(),
+    countLogLinesDropped: (lines) => logLinesDropped.inc(lines),
     observeRequest(method, route, status, seconds, traceId) {
       requestDuration.observe({
         labels: { http_request_method: method, http_route: route, http_response_status_code: status },

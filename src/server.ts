@@ -27,10 +27,11 @@ function readConfigOrExit(): Config {
 export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
   const service = serviceInfo();
-  const logger = createLogger({ level: config.logLevel, service });
+  // Metrics first: the logger counts in them the lines a blocked stdout drops.
+  const metrics = createMetrics({ service, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline() });
+  const logger = createLogger({ level: config.logLevel, service, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
   exitOnUnexpectedFailure(logger);
 
-  const metrics = createMetrics({ service, processMetrics: true, spanPipeline: telemetry.readSpanPipeline });
   const app = createApp({ bodyLimit: config.bodyLimit, logger, metrics });
   const handleRequest = app.callback();
   // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
@@ -52,7 +53,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     timeoutMs: config.shutdownTimeoutMs,
     logger,
     flushTelemetry: () => telemetry.shutdown(),
-    exit: (code) => exitAfterFlush(logger, code),
+    exit: (code, flushWaitMs) => exitAfterFlush(logger, code, flushWaitMs),
   });
   logger.info(
     { port: portOf(apiServer), metrics_port: portOf(adminServer), host: config.host, revision: service.revision, node: process.version },

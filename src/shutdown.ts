@@ -14,8 +14,15 @@ export interface ShutdownOptions {
   logger: Logger;
   /** Sends spans still queued; bounded by what remains of timeoutMs. */
   flushTelemetry: () => Promise<void>;
-  exit: (code: number) => void;
+  /**
+   * Exits once the buffered log lines are written, or after `flushWaitMs` (undefined: the exit's
+   * own default) if stdout does not take them.
+   */
+  exit: (code: number, flushWaitMs?: number) => void;
 }
+
+/** A second signal means now: a working stdout takes the last lines in a few milliseconds, a stuck one gets no longer than this. */
+const SECOND_SIGNAL_FLUSH_WAIT_MS = 250;
 
 /**
  * SIGTERM and SIGINT start a graceful shutdown; a second signal exits at once with code 1.
@@ -27,7 +34,7 @@ export function installGracefulShutdown(options: ShutdownOptions): void {
   const onSignal = (signal: NodeJS.Signals): void => {
     if (shuttingDown) {
       options.logger.warn({ signal }, 'second signal during shutdown: exiting now');
-      options.exit(1);
+      options.exit(1, SECOND_SIGNAL_FLUSH_WAIT_MS);
       return;
     }
     shuttingDown = true;

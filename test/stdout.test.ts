@@ -1,0 +1,276 @@
+// A stuck stdout: the service's stdout is a FIFO whose reader (a log shipper) reads the first
+// lines, then stops reading. Logging must hold neither a request, nor memory beyond its bounded
+// buffer, nor the exit; the lines it drops are counted on /metrics and, once the pipe moves
+// again, in one warn line.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, constants as fs } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { EXIT_FLUSH_TIMEOUT_MS } from '../src/logger';
+import { freePort, MAIN, ROOT } from './support/service-process';
+
+const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
+const DROPPED_MSG = 'log lines dropped while stdout was blocked';
+/**
+ * Under this load the service's RSS levels off near 150 MB whatever stdout does: ~120 MB with a
+ * working stdout (bench/results: 118 MB at saturation), more with a stuck one only because requests
+ * get faster without log writes and V8's young generation grows to its 64 MiB maximum; the full
+ * buffer adds its 8 MiB. Without the bound, RSS grew with the log volume: 75 to 230 MB within the
+ * ~15 s of load below (and to 277 MB in 25 s in the adversarial run).
+ */
+const RSS_BOUND_MB = 180;
+/** The readiness probe's timeout (helm/product-service/README.md): a slower /health fails it. */
+const HEALTH_BOUND_MS = 2000;
+
+type LogLine = Record<string, unknown>;
+
+interface FifoService {
+  readonly child: ChildProcess;
+  readonly port: number;
+  readonly metricsUrl: string;
+  /** Every complete line the reader has read, parsed as JSON where it is JSON (else { raw }). */
+  readonly lines: LogLine[];
+  /** The reader stops reading (the pipe fills up) or reads again. */
+  pauseReader(): void;
+  resumeReader(): void;
+  readonly exited: Promise<number | string>;
+  stderr(): string;
+}
+
+/**
+ * startService (support/service-process.ts) with stdout a FIFO instead of a pipe to the test: the
+ * reader is a socket on the FIFO's read end in this process, and the service gets the write end as
+ * its fd 1, as a shell's `node dist/main.js > fifo` would give it.
+ */
+async function startWithFifoStdout(env: Record<string, string>): Promise<FifoService> {
+  const dir = mkdtempSync(join(tmpdir(), 'product-service-stdout-'));
+  const fifo = join(dir, 'stdout');
+  execFileSync('mkfifo', [fifo]);
+  // Non-blocking, so that opening the read end does not wait for a writer.
+  const reader = new Socket({ fd: openSync(fifo, fs.O_RDONLY | fs.O_NONBLOCK), readable: true, writable: false });
+  const writeEnd = openSync(fifo, 'w');
+  const port = await freePort();
+  const metricsPort = await freePort();
+  const child = spawn(process.execPath, [MAIN], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort), ...env },
+    stdio: ['ignore', writeEnd, 'pipe'],
+  });
+  closeSync(writeEnd);
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
+  onTestFinished(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+    reader.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const lines: LogLine[] = [];
+  let pending = '';
+  reader.setEncoding('utf8').on('data', (chunk: string) => {
+    const parts = (pending + chunk).split('\n');
+    pending = parts.pop() ?? '';
+    for (const part of parts) {
+      try {
+        lines.push(JSON.parse(part) as LogLine);
+      } catch {
+        lines.push({ raw: part });
+      }
+    }
+  });
+
+  const deadline = Date.now() + 10_000;
+  while (!(await answers(`http://127.0.0.1:${port}/health`))) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`service not healthy; stderr: ${stderr}`);
+    await sleep(20);
+  }
+  return {
+    child,
+    port,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+    lines,
+    pauseReader: () => reader.pause(),
+    resumeReader: () => reader.resume(),
+    exited,
+    stderr: () => stderr,
+  };
+}
+
+async function answers(url: string): Promise<boolean> {
+  try {
+    return (await fetch(url)).status === 200;
+  } catch {
+    return false;
+  }
+}
+
+async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+async function droppedLines(service: FifoService): Promise<number> {
+  const body = await (await fetch(service.metricsUrl)).text();
+  const line = body.split('\n').find((l) => l.startsWith(`${DROPPED_METRIC} `));
+  if (line === undefined) throw new Error(`${DROPPED_METRIC} is not on /metrics`);
+  return Number(line.split(' ')[1]);
+}
+
+function rssMb(pid: number): number {
+  const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(match?.[1]) / 1024;
+}
+
+function post(port: number, agent: Agent): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/product', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end('{}');
+  });
+}
+
+interface LoadResult {
+  sent: number;
+  maxRssMb: number;
+  maxHealthMs: number;
+}
+
+/**
+ * POST /product on 16 keep-alive connections until stdout has dropped lines (its buffer is full)
+ * and then for `moreMs`, while RSS and the time /health takes are sampled.
+ */
+async function loadUntilLinesDrop(service: FifoService, moreMs = 1000): Promise<LoadResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+  const pid = service.child.pid ?? 0;
+  const result: LoadResult = { sent: 0, maxRssMb: rssMb(pid), maxHealthMs: 0 };
+  let stopAt = Date.now() + 30_000;
+  let dropping = false;
+  const sampler = async (): Promise<void> => {
+    while (Date.now() < stopAt) {
+      result.maxRssMb = Math.max(result.maxRssMb, rssMb(pid));
+      const started = Date.now();
+      expect((await fetch(`http://127.0.0.1:${service.port}/health`)).status).toBe(200);
+      result.maxHealthMs = Math.max(result.maxHealthMs, Date.now() - started);
+      if (!dropping && (await droppedLines(service)) > 0) {
+        dropping = true;
+        stopAt = Date.now() + moreMs;
+      }
+      await sleep(200);
+    }
+  };
+  const client = async (): Promise<void> => {
+    while (Date.now() < stopAt) {
+      expect(await post(service.port, agent)).toBe(201);
+      result.sent += 1;
+    }
+  };
+  const stopOnFailure = (error: unknown): never => {
+    stopAt = 0;
+    throw error;
+  };
+  try {
+    await Promise.all([sampler(), ...Array.from({ length: 16 }, client)].map((run) => run.catch(stopOnFailure)));
+  } finally {
+    agent.destroy();
+  }
+  result.maxRssMb = Math.max(result.maxRssMb, rssMb(pid));
+  return result;
+}
+
+/** Starts the service, lets the reader take the start-up line, then stops reading. */
+async function startWithStuckStdout(env: Record<string, string>): Promise<FifoService> {
+  const service = await startWithFifoStdout({ OTEL_SDK_DISABLED: 'true', ...env });
+  await waitFor('the start-up line', () => service.lines.some((line) => line.msg === 'product-service listening'));
+  service.pauseReader();
+  return service;
+}
+
+describe('stdout that stops being read', () => {
+  it('holds neither requests nor memory: /health answers, RSS stays bounded, dropped lines are counted, SIGTERM exits 0 in time', async () => {
+    const delayS = 0;
+    const timeoutS = 3;
+    const service = await startWithStuckStdout({ SHUTDOWN_DELAY: String(delayS), SHUTDOWN_TIMEOUT: String(timeoutS) });
+    // Long enough for an unbounded buffer to pass RSS_BOUND_MB.
+    const load = await loadUntilLinesDrop(service, 8000);
+    const dropped = await droppedLines(service);
+    console.log(`stuck stdout: ${load.sent} requests, ${dropped} lines dropped, max RSS ${load.maxRssMb.toFixed(1)} MB, max /health ${load.maxHealthMs} ms`);
+
+    expect(dropped).toBeGreaterThan(0);
+    expect(load.maxRssMb).toBeLessThan(RSS_BOUND_MB);
+    expect(load.maxHealthMs).toBeLessThan(HEALTH_BOUND_MS);
+    // Once the load is over, at once.
+    const started = Date.now();
+    expect((await fetch(`http://127.0.0.1:${service.port}/health`)).status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(200);
+
+    // Nobody reads the FIFO: the exit drops what stdout did not take, after EXIT_FLUSH_TIMEOUT_MS at most.
+    const signalledAt = Date.now();
+    service.child.kill('SIGTERM');
+    const budgetMs = (delayS + timeoutS) * 1000 + EXIT_FLUSH_TIMEOUT_MS + 1000;
+    const code = await Promise.race([service.exited, sleep(budgetMs + 5000, 'still running')]);
+    const exitMs = Date.now() - signalledAt;
+    console.log(`stuck stdout: exit ${String(code)} ${exitMs} ms after SIGTERM`);
+    expect(code).toBe(0);
+    expect(exitMs).toBeLessThan(budgetMs);
+    expect(service.stderr()).toBe('');
+  }, 90_000);
+
+  it('a second signal still exits 1 at once', async () => {
+    const service = await startWithStuckStdout({ SHUTDOWN_DELAY: '30', SHUTDOWN_TIMEOUT: '30' });
+    await loadUntilLinesDrop(service);
+    service.child.kill('SIGTERM');
+    await sleep(200);
+    expect(service.child.exitCode).toBeNull();
+    const signalledAt = Date.now();
+    service.child.kill('SIGTERM');
+    expect(await Promise.race([service.exited, sleep(5000, 'still running')])).toBe(1);
+    expect(Date.now() - signalledAt).toBeLessThan(1000);
+  }, 90_000);
+
+  it('once the reader reads again, one warn line says how many lines were dropped: as many as the metric counted', async () => {
+    const service = await startWithStuckStdout({ SHUTDOWN_DELAY: '0', SHUTDOWN_TIMEOUT: '3' });
+    const load = await loadUntilLinesDrop(service);
+    const dropped = await droppedLines(service);
+    expect(dropped).toBeGreaterThan(0);
+
+    service.resumeReader();
+    await waitFor('the dropped-lines warn line', () => service.lines.some((line) => line.msg === DROPPED_MSG), 20_000);
+    const warnLines = service.lines.filter((line) => line.msg === DROPPED_MSG);
+    expect(warnLines).toHaveLength(1);
+    expect(warnLines[0]).toMatchObject({ level: 'warn', dropped_lines: dropped, service: 'product-service' });
+    expect(await droppedLines(service)).toBe(dropped);
+
+    // Written after the lines the buffer held, then new lines follow it as usual.
+    const agent = new Agent({ keepAlive: true });
+    for (let i = 0; i < 3; i += 1) expect(await post(service.port, agent)).toBe(201);
+    agent.destroy();
+    service.child.kill('SIGTERM');
+    expect(await service.exited).toBe(0);
+    await waitFor('the last line', () => service.lines.at(-1)?.msg === 'shutdown complete');
+
+    const lines = service.lines;
+    expect(lines.filter((line) => 'raw' in line)).toEqual([]);
+    const requestLines = lines.filter((line) => line.msg === 'request completed');
+    // Every request line was either written or counted as dropped.
+    expect(requestLines.length + dropped).toBe(load.sent + 3);
+    const warnAt = lines.findIndex((line) => line.msg === DROPPED_MSG);
+    expect(lines.slice(warnAt + 1).filter((line) => line.msg === 'request completed')).toHaveLength(3);
+    const times = lines.map((line) => String(line.time));
+    expect(times).toEqual([...times].sort());
+    expect(service.stderr()).toBe('');
+  }, 90_000);
+});
