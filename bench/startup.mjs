@@ -6,25 +6,27 @@
 //
 //   npm run build
 //   sh scripts/node.sh bench/startup.mjs [--rounds 15] [--configs plain-http,bundled,...] [--idle-ms 1000]
+//       [--flags=--max-semi-space-size=8]   (adds bundled+cache+flags: the same with these node flags)
 //
 // The service runs from copies of dist/ in bench/results/startup.tmp/ (gitignored): `bundled` as
 // built, `unbundled` without dist/telemetry.bundle.js (main.js then requires dist/telemetry.js and
 // the SDK from node_modules, as before the bundle). Tracing on = an OTLP endpoint on a closed
 // local port, so the exporter is configured (nothing listens there; no span is sent at start-up).
-// The compile caches are emptied, then filled by one untimed start (as the image build does);
+// Node's compile cache is emptied, then filled by one untimed start (as the image build does);
 // "no cache" configurations run with NODE_DISABLE_COMPILE_CACHE=1.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ROOT, PIN, LOAD_CORE, freePorts, median, min, max, rssMb, startServer } from './lib.mjs';
+import { ROOT, PIN, LOAD_CORE, cpuMicros, freePorts, median, min, max, rssMb, startServer } from './lib.mjs';
 
 const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '15' },
     configs: { type: 'string' },
     'idle-ms': { type: 'string', default: '1000' },
+    flags: { type: 'string' }, // Node/V8 flags to try: adds a configuration bundled+cache+flags
   },
 });
 
@@ -56,19 +58,25 @@ function configurations(closedPort) {
     'unbundled+cache': { title: 'tracing on, unbundled, compile cache warm', ...service('unbundled'), env: { ...tracing, ...cache('unbundled') } },
     bundled: { title: 'tracing on, bundled', ...service('bundled'), env: { ...tracing, ...noCache } },
     'bundled+cache': { title: 'tracing on, bundled, compile cache warm (npm start, image)', ...service('bundled'), env: { ...tracing, ...cache('bundled') } },
+    ...(args.flags
+      ? { 'bundled+cache+flags': { title: `as bundled+cache, with node ${args.flags}`, ...service('bundled'), nodeArgs: args.flags.split(/\s+/), env: { ...tracing, ...cache('bundled-flags') } } }
+      : {}),
   };
 }
 
 /** One start: the time to the first healthy /health, then the RSS after idling; then SIGTERM. */
 async function once(name, config) {
   const server = await startServer(name, config);
+  // CPU time (user + system, all threads) until healthy: steadier than the wall clock when the
+  // machine is busy, but only in 10 ms ticks.
+  const cpuMs = cpuMicros(server.pid) / 1000;
   await sleep(Number(args['idle-ms']));
   const rss = rssMb(server.pid);
   const exit = await server.stop();
   if (exit.code !== 0) throw new Error(`${name} exited ${JSON.stringify(exit)}; see ${server.stderrPath}`);
   const stderr = fs.readFileSync(server.stderrPath, 'utf8');
   if (stderr.trim() !== '') throw new Error(`${name} wrote to stderr:\n${stderr.slice(0, 2000)}`);
-  return { startupMs: server.startupMs, rssMb: rss };
+  return { startupMs: server.startupMs, cpuMs, rssMb: rss };
 }
 
 async function main() {
@@ -98,17 +106,19 @@ async function main() {
   }
 
   const plain = samples['plain-http'] ? median(samples['plain-http'].map((s) => s.startupMs)) : NaN;
+  const plainCpu = samples['plain-http'] ? median(samples['plain-http'].map((s) => s.cpuMs)) : NaN;
   const f = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : '–');
   const rows = [
     `Start-up (spawn → first 200 on /health), ${rounds} interleaved rounds, Node ${process.version}, ${PIN ? 'server on core 0, harness on core 1' : 'unpinned'}:`,
     '',
-    '| configuration | median ms | min–max ms | × plain node:http | idle RSS MB |',
-    '|---|---:|---:|---:|---:|',
+    '| configuration | median ms | min–max ms | × plain node:http | CPU ms to healthy (× plain) | idle RSS MB |',
+    '|---|---:|---:|---:|---:|---:|',
   ];
   for (const name of names) {
     const ms = samples[name].map((s) => s.startupMs);
     const m = median(ms);
-    rows.push(`| ${name}: ${all[name].title} | ${f(m)} | ${f(min(ms))}–${f(max(ms))} | ${f(m / plain, 1)} | ${f(median(samples[name].map((s) => s.rssMb)))} |`);
+    const cpu = median(samples[name].map((s) => s.cpuMs));
+    rows.push(`| ${name}: ${all[name].title} | ${f(m)} | ${f(min(ms))}–${f(max(ms))} | ${f(m / plain, 1)} | ${f(cpu)} (${f(cpu / plainCpu, 1)}) | ${f(median(samples[name].map((s) => s.rssMb)))} |`);
   }
   console.log(rows.join('\n'));
 }

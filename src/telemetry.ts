@@ -113,9 +113,14 @@ const DISABLED: Telemetry = {
   readSpanPipeline: () => Promise.resolve(undefined),
 };
 
+/** OTEL_SDK_DISABLED=true: none of the SDK is loaded or started. */
+export function sdkDisabled(env: Env): boolean {
+  return env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true';
+}
+
 /** Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required. */
 export function startTelemetry(env: Env = process.env): Telemetry {
-  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return DISABLED;
+  if (sdkDisabled(env)) return DISABLED;
   applyServiceDefaults(env);
   keepValidResourceAttributes(env, (message) => process.stderr.write(`product-service: ${message}\n`));
 

@@ -1,0 +1,104 @@
+// `npm run build`: compiles src/ to dist/ with tsc, then bundles the telemetry part with esbuild.
+//
+//   dist/*.js               tsc's output, one module per source file, required normally
+//   dist/telemetry.bundle.js  dist/telemetry.js with the OpenTelemetry SDK, auto-instrumentations
+//                           and their dependencies in one file (~1,000 modules fewer to find, read
+//                           and compile at start-up: issue #11). main.js runs it (in a vm.Script,
+//                           for its code cache) when tracing is on, and requires dist/telemetry.js
+//                           instead when OTEL_SDK_DISABLED=true.
+//
+// Left out of the bundle, required from node_modules as before:
+// - everything package.json lists in "dependencies" except TELEMETRY_ONLY below: the service
+//   requires those itself, and the instrumentations must see koa, @koa/router, pino (and node:http,
+//   a built-in, never bundled) being required to patch them; @opentelemetry/api and core are then
+//   one shared copy for the SDK and the service. A nested copy of another version (a package that
+//   needs a different @opentelemetry/core) is bundled, as it would be resolved;
+// - dist's own modules (./service-info): one copy, tsc's.
+// Modules that find files next to themselves through __dirname (@grpc/grpc-js's .proto files)
+// get their own directory in node_modules back, relative to the bundle.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import * as esbuild from 'esbuild';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const DIST = path.join(ROOT, 'dist');
+const ENTRY = path.join(DIST, 'telemetry.js');
+const OUTFILE = path.join(DIST, 'telemetry.bundle.js');
+const NODE_MODULES = path.join(ROOT, 'node_modules');
+
+/** Dependencies that only telemetry.ts uses: bundled. Every other dependency stays external. */
+const TELEMETRY_ONLY = new Set(['@opentelemetry/sdk-node', '@opentelemetry/auto-instrumentations-node', '@opentelemetry/sdk-metrics']);
+
+function tsc() {
+  fs.rmSync(DIST, { recursive: true, force: true });
+  const run = spawnSync(process.execPath, [path.join(NODE_MODULES, 'typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
+  if (run.status !== 0) process.exit(run.status ?? 1);
+}
+
+const packageName = (specifier) => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+
+/** @returns {esbuild.Plugin} */
+function externals(shared) {
+  return {
+    name: 'product-service-externals',
+    setup(build) {
+      // dist's own modules, required from the entry point: stay tsc's, beside the bundle.
+      build.onResolve({ filter: /^\.\.?\// }, (args) => (args.importer === ENTRY ? { path: args.path, external: true } : undefined));
+      // The service's own dependencies: external when the bundle would find the same copy.
+      build.onResolve({ filter: /^[^./]/ }, async (args) => {
+        if (args.pluginData === 'inner' || !shared.has(packageName(args.path))) return undefined;
+        const resolved = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: 'inner' });
+        if (resolved.errors.length > 0) return { errors: resolved.errors };
+        const topLevel = path.join(NODE_MODULES, packageName(args.path)) + path.sep;
+        return resolved.path.startsWith(topLevel) ? { path: args.path, external: true } : resolved;
+      });
+      // __dirname and __filename of a bundled module would be the bundle's: give them back.
+      build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, async (args) => {
+        const source = await fs.promises.readFile(args.path, 'utf8');
+        if (!/\b__(dirname|filename)\b/.test(source)) return undefined;
+        const rel = (p) => JSON.stringify(path.relative(DIST, p).split(path.sep).join('/'));
+        const prelude =
+          `var __dirname = require("node:path").join(__bundleDirname, ${rel(path.dirname(args.path))}), ` +
+          `__filename = require("node:path").join(__bundleDirname, ${rel(args.path)});`;
+        // After the directive prologue: "use strict" must stay first to mean anything.
+        const at = /^(?:\s|\/\/[^\n]*|\/\*[\s\S]*?\*\/)*(?:(['"])use strict\1;?)?/.exec(source)?.[0].length ?? 0;
+        return { contents: `${source.slice(0, at)}${prelude}${source.slice(at)}`, loader: 'js', resolveDir: path.dirname(args.path) };
+      });
+    },
+  };
+}
+
+async function bundle() {
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+  const shared = new Set(Object.keys(pkg.dependencies).filter((name) => !TELEMETRY_ONLY.has(name)));
+  const result = await esbuild.build({
+    entryPoints: [ENTRY],
+    outfile: OUTFILE,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node22',
+    // import() becomes a require(): main.js runs the bundle in a vm.Script (for its code cache),
+    // where import() needs an experimental loader. The import()s are of built-ins (node:http).
+    supported: { 'dynamic-import': false },
+    // Not minified: it parsed no faster, and stack traces keep their names and lines.
+    minify: false,
+    legalComments: 'none',
+    banner: { js: '// Generated by scripts/build.mjs from dist/telemetry.js: do not edit.\nvar __bundleDirname = __dirname;' },
+    plugins: [externals(shared)],
+    metafile: true,
+    logLevel: 'warning',
+  });
+  // Nothing the service requires may be inside: the instrumentations would not see it required.
+  const inputs = Object.keys(result.metafile.inputs);
+  const leaked = inputs.filter((input) => [...shared].some((name) => input.startsWith(`node_modules/${name}/`)));
+  if (leaked.length > 0) throw new Error(`the telemetry bundle contains modules the service requires itself:\n${leaked.join('\n')}`);
+  const dynamic = Object.values(result.metafile.outputs).flatMap((output) => output.imports.filter((i) => i.kind === 'dynamic-import'));
+  if (dynamic.length > 0) throw new Error(`the telemetry bundle still has import(): ${dynamic.map((i) => i.path).join(', ')}`);
+  const bytes = fs.statSync(OUTFILE).size;
+  console.log(`dist/telemetry.bundle.js: ${inputs.length} modules, ${(bytes / 1e6).toFixed(1)} MB`);
+}
+
+tsc();
+await bundle();
