@@ -2,9 +2,11 @@ import type { RouterContext } from '@koa/router';
 import Koa, { type Context, type Next } from 'koa';
 import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { getRPCMetadata } from '@opentelemetry/core';
+import { closedConnectionStatus } from './http-server';
 import type { Logger } from './logger';
 import { UNMATCHED_ROUTE, type Metrics } from './metrics';
 import { HttpProblem, problem, PROBLEM_CONTENT_TYPE } from './problem';
+import { ConnectionClosed } from './request-body';
 import { createRouter, type RouteDependencies } from './routes';
 
 export interface AppDependencies {
@@ -31,7 +33,11 @@ export function createApp(deps: AppDependencies): Koa {
   app.use(router.allowedMethods());
 
   // Errors Koa meets outside the middleware (e.g. a socket failing mid-response): log, keep serving.
-  app.on('error', (error: unknown) => deps.logger.error({ err: error }, 'error outside a request handler'));
+  // A client that resets its connection is no fault of the server's (its request counts as 499).
+  app.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'ECONNRESET' || error.code === 'EPIPE') deps.logger.debug({ err: error }, 'client connection failed');
+    else deps.logger.error({ err: error }, 'error outside a request handler');
+  });
   return app;
 }
 
@@ -46,6 +52,7 @@ function observeRequests(deps: AppDependencies) {
     const startedAt = performance.now();
     ctx.res.setHeader('X-Content-Type-Options', 'nosniff');
     await answerProblems(ctx, next, deps.logger);
+    if (ctx.req.socket.destroyed || ctx.req.socket.writableEnded) leaveUnanswered(ctx);
     recordRequest(ctx, deps, startedAt);
   };
 }
@@ -84,7 +91,9 @@ async function answerProblems(ctx: Context, next: Next, logger: Logger): Promise
     await next();
     if (ctx.status >= 400 && ctx.body == null) writeProblem(ctx, ctx.status);
   } catch (error) {
-    if (error instanceof HttpProblem) {
+    if (error instanceof ConnectionClosed) {
+      leaveUnanswered(ctx);
+    } else if (error instanceof HttpProblem) {
       writeProblem(ctx, error.status, error.detail);
       ctx.set(error.headers);
     } else {
@@ -93,6 +102,16 @@ async function answerProblems(ctx: Context, next: Next, logger: Logger): Promise
       writeProblem(ctx, 500, 'The server failed to answer this request; it has been logged.');
     }
   }
+}
+
+/**
+ * A request whose connection can no longer carry an answer: Koa writes nothing, and it is recorded
+ * (histogram, log line, server span) with 499 when the client left, or with what the server
+ * already answered on the connection (408).
+ */
+function leaveUnanswered(ctx: Context): void {
+  ctx.status = closedConnectionStatus(ctx.req.socket);
+  ctx.respond = false;
 }
 
 function writeProblem(ctx: Context, status: number, detail?: string): void {

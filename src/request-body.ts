@@ -1,28 +1,44 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { sendContinue } from './http-server';
 import { HttpProblem } from './problem';
+
+/**
+ * The request's connection closed before its answer could be given: the client went away, or the
+ * server already answered the connection (408) and closed it. Nothing is answered, and nothing is
+ * wrong with the server.
+ */
+export class ConnectionClosed extends Error {
+  constructor() {
+    super('The connection closed before the request could be answered.');
+    this.name = 'ConnectionClosed';
+  }
+}
 
 /**
  * Reads the request body to its end and throws it away, counting bytes as they stream, so that
  * any body is accepted (the spec never interprets it) while nothing is buffered or parsed.
- * Rejects with 413 as soon as the body (or its announced Content-Length) is larger than `limit`.
+ * Rejects with 413 as soon as the body (or its announced Content-Length) is larger than `limit`,
+ * before 100 Continue is sent to a client that waits for it; rejects with ConnectionClosed when
+ * the connection closes first, or cannot carry an answer any more once the body has arrived.
  *
  * Hand-written because the usual readers (raw-body, co-body) collect the body in memory, which
  * is exactly the cost this service must not pay for a body it does not read.
  */
-export function drainRequestBody(req: IncomingMessage, limit: number): Promise<void> {
+export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<void> {
   const announced = req.headers['content-length'];
   if (announced !== undefined && Number(announced) > limit) {
     return Promise.reject(tooLarge(limit));
   }
-  if (req.readableEnded) return Promise.resolve();
+  if (req.readableEnded) return answerable(req) ? Promise.resolve() : Promise.reject(new ConnectionClosed());
+  sendContinue(res);
 
   return new Promise((resolve, reject) => {
     let received = 0;
     const cleanup = (): void => {
       req.off('data', onData);
       req.off('end', onEnd);
-      req.off('error', onError);
-      req.off('close', onClose);
+      req.off('error', onClosed);
+      req.off('close', onClosed);
     };
     const onData = (chunk: Buffer): void => {
       received += chunk.length;
@@ -33,22 +49,24 @@ export function drainRequestBody(req: IncomingMessage, limit: number): Promise<v
     };
     const onEnd = (): void => {
       cleanup();
-      resolve();
+      if (answerable(req)) resolve();
+      else reject(new ConnectionClosed());
     };
-    const onError = (error: Error): void => {
+    // A request errors ('aborted') or closes before its end only when its connection is gone.
+    const onClosed = (): void => {
       cleanup();
-      reject(error);
-    };
-    // The client went away before sending the whole body: nobody is left to answer.
-    const onClose = (): void => {
-      cleanup();
-      reject(new HttpProblem(400, 'The request body ended before its announced length.'));
+      reject(new ConnectionClosed());
     };
     req.on('data', onData);
     req.on('end', onEnd);
-    req.on('error', onError);
-    req.on('close', onClose);
+    req.on('error', onClosed);
+    req.on('close', onClosed);
   });
+}
+
+/** Whether the connection can still carry this request's answer (it has not been closed, nor answered by the server). */
+function answerable(req: IncomingMessage): boolean {
+  return !req.socket.destroyed && !req.socket.writableEnded;
 }
 
 function tooLarge(limit: number): HttpProblem {

@@ -24,8 +24,9 @@ export function createRouter(deps: RouteDependencies): Router {
 
   router.post('/product', async (ctx) => {
     // The spec never interprets the body; it is read to its end (and the size limit enforced)
-    // before the id is issued, so an id is only counted for a request that was fully received.
-    await drainRequestBody(ctx.req, deps.bodyLimit);
+    // before the id is issued, so an id is only counted for a request that was fully received
+    // on a connection that can still carry the answer.
+    await drainRequestBody(ctx.req, ctx.res, deps.bodyLimit);
     const productId = issueProductId();
     trace.getActiveSpan()?.setAttribute('product.id', productId);
     deps.onProductIdIssued();

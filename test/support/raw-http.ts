@@ -1,4 +1,5 @@
-import { connect } from 'node:net';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 
 /**
  * Sends raw bytes on a fresh TCP connection and resolves with everything the server wrote
@@ -46,4 +47,56 @@ export function parseResponse(raw: string): ParsedResponse {
   }
   const length = Number(headers['content-length'] ?? 0);
   return { status, headers, body: raw.slice(end + 4, end + 4 + length) };
+}
+
+export interface RawConnection {
+  readonly socket: Socket;
+  /** Everything the server has written so far. */
+  received(): string;
+  /** Resolves when the connection has closed (by either side, or by a reset). */
+  readonly closed: Promise<void>;
+  /** Resolves with what was received once `predicate` holds for it; rejects after `timeoutMs` or when the connection closes first. */
+  waitFor(predicate: (raw: string) => boolean, timeoutMs?: number): Promise<string>;
+}
+
+/**
+ * A TCP connection to write a request in steps (part of a body, a pause, the rest) and watch
+ * what comes back. EPIPE and resets are expected from a server that closes, and not errors.
+ */
+export async function openRaw(port: number): Promise<RawConnection> {
+  const socket = connect(port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  await once(socket, 'connect');
+  let raw = '';
+  const waiters = new Set<() => void>();
+  socket.on('data', (chunk: Buffer) => {
+    raw += chunk.toString('latin1');
+    for (const wake of waiters) wake();
+  });
+  const closed = new Promise<void>((resolve) =>
+    socket.once('close', () => {
+      resolve();
+      for (const wake of waiters) wake();
+    }),
+  );
+  return {
+    socket,
+    received: () => raw,
+    closed,
+    waitFor: (predicate, timeoutMs = 5000) =>
+      new Promise((resolve, reject) => {
+        const check = (): void => {
+          if (predicate(raw)) finish(() => resolve(raw));
+          else if (socket.destroyed) finish(() => reject(new Error(`connection closed; received: ${JSON.stringify(raw.slice(0, 300))}`)));
+        };
+        const timer = setTimeout(() => finish(() => reject(new Error(`timed out; received: ${JSON.stringify(raw.slice(0, 300))}`))), timeoutMs);
+        const finish = (settle: () => void): void => {
+          clearTimeout(timer);
+          waiters.delete(check);
+          settle();
+        };
+        waiters.add(check);
+        check();
+      }),
+  };
 }
