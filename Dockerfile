@@ -63,6 +63,8 @@ RUN ["/nodejs/bin/node", "/tmp/warm-compile-cache.mjs", "/tmp/compile-cache", "/
 
 # The runtime: the :nonroot variant runs as uid/gid 65532 and has no shell to exec into.
 FROM gcr.io/distroless/nodejs24-debian12:nonroot AS runtime
+# As root: /app and everything in it stays root's, read-only to the service user.
+USER 0:0
 WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY package.json ./

@@ -3,9 +3,8 @@
 //   dist/*.js               tsc's output, one module per source file, required normally
 //   dist/telemetry.bundle.js  dist/telemetry.js with the OpenTelemetry SDK, auto-instrumentations
 //                           and their dependencies in one file (~1,000 modules fewer to find, read
-//                           and compile at start-up: issue #11). main.js runs it (in a vm.Script,
-//                           for its code cache) when tracing is on, and requires dist/telemetry.js
-//                           instead when OTEL_SDK_DISABLED=true.
+//                           and compile at start-up). main.js requires it when tracing is on,
+//                           and dist/telemetry.js instead when OTEL_SDK_DISABLED=true.
 //
 // Left out of the bundle, required from node_modules as before:
 // - everything package.json lists in "dependencies" except TELEMETRY_ONLY below: the service
@@ -79,9 +78,6 @@ async function bundle() {
     platform: 'node',
     format: 'cjs',
     target: 'node22',
-    // import() becomes a require(): main.js runs the bundle in a vm.Script (for its code cache),
-    // where import() needs an experimental loader. The import()s are of built-ins (node:http).
-    supported: { 'dynamic-import': false },
     // Not minified: it parsed no faster, and stack traces keep their names and lines.
     minify: false,
     legalComments: 'none',
@@ -94,8 +90,6 @@ async function bundle() {
   const inputs = Object.keys(result.metafile.inputs);
   const leaked = inputs.filter((input) => [...shared].some((name) => input.startsWith(`node_modules/${name}/`)));
   if (leaked.length > 0) throw new Error(`the telemetry bundle contains modules the service requires itself:\n${leaked.join('\n')}`);
-  const dynamic = Object.values(result.metafile.outputs).flatMap((output) => output.imports.filter((i) => i.kind === 'dynamic-import'));
-  if (dynamic.length > 0) throw new Error(`the telemetry bundle still has import(): ${dynamic.map((i) => i.path).join(', ')}`);
   const bytes = fs.statSync(OUTFILE).size;
   console.log(`dist/telemetry.bundle.js: ${inputs.length} modules, ${(bytes / 1e6).toFixed(1)} MB`);
 }

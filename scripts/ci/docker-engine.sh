@@ -30,6 +30,12 @@ wait_for_dpkg() {
   return 1
 }
 
+# An engine that answers already: nothing to do (and no lock to wait for).
+if [ -x "$DOCKER" ] && "$DOCKER" info >/dev/null 2>&1; then
+  echo "docker-engine: ready ($("$DOCKER" version --format 'server {{.Server.Version}}'), storage $("$DOCKER" info --format '{{.Driver}}'))" >&2
+  exit 0
+fi
+
 # Several test suites may call this script at once: one of them installs and starts the engine.
 exec 9>/run/lock/docker-engine-ci.lock
 flock 9
@@ -46,7 +52,8 @@ fi
 if ! "$DOCKER" info >/dev/null 2>&1; then
   echo "docker-engine: starting dockerd (log: $LOG)" >&2
   # setsid: dockerd outlives this script and the test runner that called it.
-  setsid /usr/sbin/dockerd --storage-driver=vfs >"$LOG" 2>&1 </dev/null &
+  # 9>&-: dockerd must not inherit the lock, or every later run of this script would wait on it.
+  setsid /usr/sbin/dockerd --storage-driver=vfs >"$LOG" 2>&1 </dev/null 9>&- &
   for _ in $(seq 1 120); do
     "$DOCKER" info >/dev/null 2>&1 && break
     sleep 0.5
