@@ -21,10 +21,11 @@ export const SERVICE = ['dist/main.js'];
  * Copies dist/ and package.json to bench/results/app.tmp/ (gitignored) and returns that directory,
  * so that a rebuild during a long run cannot mix two builds in one set of numbers. The service
  * runs from there with the production command line; `require` still finds /work/main/node_modules
- * by walking up, and package.json sits beside dist/ as in the image.
+ * by walking up, and package.json sits beside dist/ as in the image. `name` (another *.tmp
+ * directory under bench/results) lets two harnesses run at once without removing each other's copy.
  */
-export function snapshotService() {
-  const dir = path.join(BENCH, 'results/app.tmp');
+export function snapshotService(name = 'app.tmp') {
+  const dir = path.join(BENCH, 'results', name);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir, { recursive: true });
   fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
@@ -43,6 +44,8 @@ export function configurations(sinkPort, serviceDir = ROOT) {
     OTEL_TRACES_SAMPLER: 'always_on',
     LOG_LEVEL: 'info',
   };
+  // The young generation's size the image and the chart set (Dockerfile, NODE_OPTIONS).
+  const imageNodeOptions = { NODE_OPTIONS: '--max-semi-space-size=16' };
   return {
     'plain-http': {
       title: 'plain node:http (baseline)',
@@ -54,14 +57,14 @@ export function configurations(sinkPort, serviceDir = ROOT) {
       title: 'product-service, observability off',
       args: SERVICE,
       cwd: serviceDir,
-      env: { OTEL_SDK_DISABLED: 'true', LOG_LEVEL: 'silent' },
+      env: { ...imageNodeOptions, OTEL_SDK_DISABLED: 'true', LOG_LEVEL: 'silent' },
       traced: false,
     },
     'service-full': {
       title: 'product-service, full observability',
       args: SERVICE,
       cwd: serviceDir,
-      env: fullObservability,
+      env: { ...imageNodeOptions, ...fullObservability },
       traced: true,
       scrapeSdk: true,
     },

@@ -144,7 +144,7 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     expect(container.resources?.requests?.cpu).toBeTruthy();
     expect(container.resources?.requests?.memory).toBeTruthy();
     expect(container.resources?.limits?.memory).toBeTruthy();
-    expect(envValue(container, 'NODE_OPTIONS')).toMatch(/--max-old-space-size-percentage=\d+/);
+    expect(envValue(container, 'NODE_OPTIONS')).toMatch(/^--max-old-space-size-percentage=\d+ --max-semi-space-size=16$/);
   });
 
   it('passes the OpenTelemetry resource from the downward API', () => {
