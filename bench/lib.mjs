@@ -351,3 +351,16 @@ export async function checkResponses(name, port) {
   const health = await request(port, 'GET', '/health');
   if (health.status !== 200 || health.body !== 'ok') throw new Error(`${name}: GET /health answered ${health.status} ${health.body}`);
 }
+
+/** The machine a result was measured on, for the header of a results file. */
+export function machineInfo(pinned) {
+  const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
+  return {
+    nproc: CORES,
+    cpu: cpuinfo.match(/^model name\s*:\s*(.*)$/m)?.[1] ?? 'unknown',
+    memGb: Math.round(os.totalmem() / 2 ** 30),
+    kernel: os.release(),
+    node: process.version,
+    pinned: PIN ? pinned : 'not pinned (fewer than 2 cores)',
+  };
+}

@@ -13,13 +13,12 @@
 // are computed per round, then medianed.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  BENCH, ROOT, SERVICE, configurations, PIN, CORES, LOAD_CORE, SERVER_CORE, cpuMicros, rssMb, median, min, max,
-  cpuSplit, snapshotService, startSink, startServer, logDir, wrkAvailable, closedLoad, openLoad, withRssSampling, scrapeSdkCounters, checkResponses,
+  BENCH, ROOT, SERVICE, configurations, PIN, LOAD_CORE, SERVER_CORE, cpuMicros, rssMb, median, min, max,
+  cpuSplit, machineInfo, snapshotService, startSink, startServer, logDir, wrkAvailable, closedLoad, openLoad, withRssSampling, scrapeSdkCounters, checkResponses,
 } from './lib.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -263,15 +262,9 @@ function handmadeRow() {
 }
 
 function machine() {
-  const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
   return {
-    nproc: CORES,
-    cpu: cpuinfo.match(/^model name\s*:\s*(.*)$/m)?.[1] ?? 'unknown',
-    memGb: Math.round(os.totalmem() / 2 ** 30),
-    kernel: os.release(),
-    node: process.version,
+    ...machineInfo(`server on core ${SERVER_CORE}; load, sink, harness on core ${LOAD_CORE}`),
     loadGenerator: wrkAvailable() ? execFileSync('sh', ['-c', 'wrk --version 2>&1 | head -1 || true']).toString().trim() : 'autocannon',
-    pinned: PIN ? `server on core ${SERVER_CORE}; load, sink, harness on core ${LOAD_CORE}` : 'not pinned (fewer than 2 cores)',
   };
 }
 

@@ -6,14 +6,10 @@
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { connect, type AddressInfo, type Socket } from 'node:net';
-import { Writable } from 'node:stream';
+import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { createApp } from '../src/app';
-import { createHttpServer, listen, MAX_REQUESTS_PER_CONNECTION_PER_TURN, type HttpServerOptions } from '../src/http-server';
-import { createLogger } from '../src/logger';
-import { createMetrics, type Metrics } from '../src/metrics';
+import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, type HttpServerOptions } from '../src/http-server';
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver } from './support/otlp-receiver';
 import { openRaw, parseResponse, type ParsedResponse } from './support/raw-http';
@@ -60,35 +56,11 @@ async function exchangeUntilClosed(port: number, payload: string): Promise<strin
   return connection.received();
 }
 
-interface Served {
-  port: number;
-  metrics: Metrics;
-  logs: Array<Record<string, unknown>>;
-  exposition(): Promise<string>;
-}
-
 /** The application behind createHttpServer with `options` (short timeouts, small lingering limits), logging at debug. */
-async function serveWith(options: HttpServerOptions): Promise<Served> {
-  const logs: Array<Record<string, unknown>> = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
-      callback();
-    },
-  });
-  const logger = createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination });
-  const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test' }, processMetrics: false });
-  const handle = createApp({ bodyLimit: MiB, logger, metrics }).callback();
-  const server = createHttpServer((req, res) => void handle(req, res), logger, options);
-  await listen(server, 0, '127.0.0.1');
-  onTestFinished(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
-  return { port: (server.address() as AddressInfo).port, metrics, logs, exposition: async () => (await metrics.render(undefined)).body };
+async function serveWith(options: HttpServerOptions): Promise<InProcessService> {
+  const svc = await startInProcess({}, options);
+  onTestFinished(() => svc.close());
+  return svc;
 }
 
 async function until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
@@ -162,7 +134,7 @@ describe('a request answered 408 because its body came too slowly', () => {
     await until(() => svc.logs.some((line) => line.msg === 'request completed'), 3000, 'the request line');
     expect(svc.logs.filter((line) => line.msg === 'request completed')).toEqual([expect.objectContaining({ level: 'info', status: 408, route: '/product' })]);
     expect(svc.logs.filter((line) => line.level === 'error')).toEqual([]);
-    const exposition = await svc.exposition();
+    const exposition = (await svc.metrics.render(undefined)).body;
     expect(requests(exposition, 'POST', '/product', 408)).toBe(1);
     expect(statusesCounted(exposition)).toEqual([408]);
     expect(idsIssued(exposition)).toBe(0);

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
 import { createApp, type AppDependencies } from '../../src/app';
-import { createHttpServer, listen } from '../../src/http-server';
+import { createHttpServer, listen, type HttpServerOptions } from '../../src/http-server';
 import { createLogger, type Logger } from '../../src/logger';
 import { createMetrics, type Metrics } from '../../src/metrics';
 
@@ -21,7 +21,7 @@ export interface InProcessService {
  * The application built by its factory, served by the real HTTP server on a real socket
  * (127.0.0.1, a port the OS picks), with a logger whose lines the test can read.
  */
-export async function startInProcess(overrides: Partial<AppDependencies> = {}): Promise<InProcessService> {
+export async function startInProcess(overrides: Partial<AppDependencies> = {}, serverOptions: HttpServerOptions = {}): Promise<InProcessService> {
   const logs: Array<Record<string, unknown>> = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -33,7 +33,7 @@ export async function startInProcess(overrides: Partial<AppDependencies> = {}): 
   const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test' }, processMetrics: false });
   const app = createApp({ bodyLimit: 1024 * 1024, logger, metrics, ...overrides });
   const handle = app.callback();
-  const server = createHttpServer((req, res) => void handle(req, res), logger);
+  const server = createHttpServer((req, res) => void handle(req, res), logger, serverOptions);
   await listen(server, 0, '127.0.0.1');
   const { port } = server.address() as AddressInfo;
   return {
