@@ -20,7 +20,7 @@ export const SERVICE = ['dist/main.js'];
 /**
  * Copies dist/ and package.json to bench/results/app.tmp/ (gitignored) and returns that directory,
  * so that a rebuild during a long run cannot mix two builds in one set of numbers. The service
- * runs from there with the production command line; `require` still finds /work/main/node_modules
+ * runs from there with the production command line; `require` still finds the repository's node_modules
  * by walking up, and package.json sits beside dist/ as in the image. `name` (another *.tmp
  * directory under bench/results) lets two harnesses run at once without removing each other's copy.
  */

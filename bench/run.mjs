@@ -448,7 +448,8 @@ async function main() {
         date: started.toISOString(),
         machine: machine(),
         command: `sh scripts/node.sh bench/run.mjs ${process.argv.slice(2).join(' ')}`.trim(),
-        options: opts,
+        // The output directory relative to the repository: results name no path of the machine.
+        options: { ...opts, out: path.relative(ROOT, opts.out) },
         configs: opts.configs,
         titles: Object.fromEntries(opts.configs.map((n) => [n, all[n].title])),
         ratioMethod: 'per round: cpuUsPerRequest(config) / cpuUsPerRequest(plain-http), then median over rounds',

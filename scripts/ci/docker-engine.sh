@@ -3,7 +3,7 @@
 # Idempotent: installs Debian's docker.io only when dockerd is missing, starts dockerd only
 # when `docker info` does not answer, and returns as soon as the engine is usable.
 #
-# Why this shape (see /work/shared/ENVIRONMENT.md):
+# Why this shape (what these build machines are known to have and lack):
 # - These machines run no engine by default and can pull no image; Debian's docker.io works.
 # - Debian's client /usr/bin/docker (20.10) drives BuildKit; the /usr/local/bin/docker 28.x
 #   client found on some machines has no buildx and refuses BuildKit builds, so callers must
