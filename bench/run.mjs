@@ -6,7 +6,7 @@
 //       [--smoke] [--out DIR]
 //
 // Each configuration runs as its own process, started exactly as production starts it
-// (compiled JS, `node --require <telemetry preload> <server>`), pinned to core 0; the load
+// (compiled JS, `node dist/main.js`), pinned to core 0; the load
 // generator, the OTLP sink and this harness are pinned to core 1. Configurations are
 // interleaved (A B C D A B C D ...) over the rounds, because the machine is shared and noisy:
 // only numbers measured in the same run are compared, and the ratios against plain node:http
@@ -361,8 +361,8 @@ async function main() {
   const started = new Date();
   if (PIN) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
   const usesService = opts.configs.some((n) => ['service-off', 'service-full'].includes(n));
-  if (usesService && !fs.existsSync(path.join(ROOT, 'dist/server.js'))) {
-    throw new Error('dist/server.js is missing: run `npm run build` first');
+  if (usesService && !fs.existsSync(path.join(ROOT, 'dist/main.js'))) {
+    throw new Error('dist/main.js is missing: run `npm run build` first');
   }
   const serviceDir = usesService ? snapshotService() : ROOT;
   const sink = await startSink();

@@ -10,8 +10,8 @@ import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { freePort, startService, type ServiceProcess } from '../support/service-process';
 import { PROMETHEUS_INSTALL, ROOT, interpolate, loadDashboard, promTargets, requireTool, ruleFiles, run } from './tools';
 
-// The whole observability path on real parts: the built service (started as in production, with
-// the telemetry preload) exports spans to an OTLP/HTTP receiver standing in for the collector
+// The whole observability path on real parts: the built service (started as in production,
+// `node dist/main.js`) exports spans to an OTLP/HTTP receiver standing in for the collector
 // (test/support/otlp-receiver.ts); a real Prometheus scrapes its /metrics (OpenMetrics, exemplars
 // kept) with the alert and recording rules loaded, while this test sends traffic. Then every
 // dashboard query runs against that Prometheus.
@@ -73,7 +73,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   beforeAll(async () => {
     const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
     const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
-    if (!existsSync(join(ROOT, 'dist', 'server.js'))) throw new Error('dist/server.js is missing: run `npm run build` first');
+    if (!existsSync(join(ROOT, 'dist', 'server.js'))) throw new Error('dist/main.js is missing: run `npm run build` first');
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
 
     receiver = await startOtlpReceiver();
