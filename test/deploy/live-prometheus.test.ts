@@ -73,7 +73,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   beforeAll(async () => {
     const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
     const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
-    if (!existsSync(join(ROOT, 'dist', 'server.js'))) throw new Error('dist/main.js is missing: run `npm run build` first');
+    if (!existsSync(join(ROOT, 'dist', 'main.js'))) throw new Error('dist/main.js is missing: run `npm run build` first');
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
 
     receiver = await startOtlpReceiver();
