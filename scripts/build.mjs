@@ -27,7 +27,7 @@ const OUTFILE = path.join(DIST, 'telemetry.bundle.js');
 const NODE_MODULES = path.join(ROOT, 'node_modules');
 
 /** Dependencies that only telemetry.ts uses: bundled. Every other dependency stays external. */
-const TELEMETRY_ONLY = new Set(['@opentelemetry/sdk-node', '@opentelemetry/auto-instrumentations-node', '@opentelemetry/sdk-metrics']);
+const TELEMETRY_ONLY = new Set(['@opentelemetry/sdk-node', '@opentelemetry/auto-instrumentations-node', '@opentelemetry/sdk-metrics', '@opentelemetry/resources']);
 
 function tsc() {
   fs.rmSync(DIST, { recursive: true, force: true });

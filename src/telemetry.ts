@@ -173,7 +173,7 @@ export function startTelemetry(env: Env = process.env): Telemetry {
     // No span processor: no TracerProvider, yet propagation still carries an incoming trace id to the logs.
     ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
   });
-  env.OTEL_LOG_LEVEL = logLevel;
+  if (logLevel !== undefined) env.OTEL_LOG_LEVEL = logLevel;
   sdk.start();
   if (selfMetrics !== undefined) {
     // NodeSDK hands its MeterProvider to every instrumentation; instrumentation-http would then
