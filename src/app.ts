@@ -2,7 +2,7 @@ import type { RouterContext } from '@koa/router';
 import Koa, { type Context, type Next } from 'koa';
 import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { getRPCMetadata } from '@opentelemetry/core';
-import { closedConnectionStatus } from './http-server';
+import { canAnswerOn, closedConnectionStatus } from './http-server';
 import type { Logger } from './logger';
 import { UNMATCHED_ROUTE, type Metrics } from './metrics';
 import { HttpProblem, problem, PROBLEM_CONTENT_TYPE } from './problem';
@@ -52,7 +52,7 @@ function observeRequests(deps: AppDependencies) {
     const startedAt = performance.now();
     ctx.res.setHeader('X-Content-Type-Options', 'nosniff');
     await answerProblems(ctx, next, deps.logger);
-    if (ctx.req.socket.destroyed || ctx.req.socket.writableEnded) leaveUnanswered(ctx);
+    if (!canAnswerOn(ctx.req.socket)) leaveUnanswered(ctx);
     recordRequest(ctx, deps, startedAt);
   };
 }

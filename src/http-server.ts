@@ -139,7 +139,7 @@ export function createHttpServer(listener: RequestListener, logger: Logger, opti
   function serve(req: IncomingMessage, res: ServerResponse): void {
     const socket = req.socket;
     // Requests Node still parses from a connection that is closing cannot be answered: not served.
-    if (socket.destroyed || socket.writableEnded) return;
+    if (!canAnswerOn(socket)) return;
     const connection = connections.get(socket);
     if (connection !== undefined && pipelinedTooMany(connection)) {
       logger.warn({ limit: MAX_REQUESTS_PER_CONNECTION_PER_TURN }, 'closed a connection that pipelined too many requests');
@@ -176,6 +176,11 @@ export function createHttpServer(listener: RequestListener, logger: Logger, opti
   return server;
 }
 
+/** Whether the connection can still carry an answer: not closed, and not already answered and ended by the server. */
+export function canAnswerOn(socket: Duplex): boolean {
+  return !socket.destroyed && !socket.writableEnded;
+}
+
 /**
  * The status a request is recorded with when its connection can no longer carry its answer: the
  * one the server answered the connection with before closing it (408 when the request took too
@@ -198,7 +203,7 @@ interface Refusal {
 /** What RFC 9112 requires a server to refuse and Node's parser lets through. */
 function framingProblem(req: IncomingMessage): Refusal | undefined {
   // Node's parser accepts HTTP/0.9 and HTTP/2.0 request lines (an HTTP/2 client speaks a different protocol).
-  if (req.httpVersionMajor !== 1) return { status: 505, detail: 'This server speaks HTTP/1.0 and HTTP/1.1 only.' };
+  if (req.httpVersionMajor !== 1) return { status: 505, detail: clientErrorDetail(505) };
   // Node keeps the first of several Host lines; RFC 9112 §3.2 requires 400 for none (HTTP/1.1) or more than one.
   let hosts = 0;
   const raw = req.rawHeaders;
@@ -311,7 +316,7 @@ function answerAndClose(
  */
 function closeLingering(socket: Duplex, limits: LingeringLimits): void {
   // Ended already: this close is under way (or the client has closed its side too).
-  if (socket.destroyed || socket.writableEnded) return;
+  if (!canAnswerOn(socket)) return;
   socket.end();
   // Node's parser reads the socket through its 'data' listener; the rest is not parsed, only dropped.
   socket.removeAllListeners('data');

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { sendContinue } from './http-server';
+import { canAnswerOn, sendContinue } from './http-server';
 import { HttpProblem } from './problem';
 
 /**
@@ -29,7 +29,7 @@ export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limi
   if (announced !== undefined && Number(announced) > limit) {
     return Promise.reject(tooLarge(limit));
   }
-  if (req.readableEnded) return answerable(req) ? Promise.resolve() : Promise.reject(new ConnectionClosed());
+  if (req.readableEnded) return canAnswerOn(req.socket) ? Promise.resolve() : Promise.reject(new ConnectionClosed());
   sendContinue(res);
 
   return new Promise((resolve, reject) => {
@@ -49,7 +49,7 @@ export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limi
     };
     const onEnd = (): void => {
       cleanup();
-      if (answerable(req)) resolve();
+      if (canAnswerOn(req.socket)) resolve();
       else reject(new ConnectionClosed());
     };
     // A request errors ('aborted') or closes before its end only when its connection is gone.
@@ -62,11 +62,6 @@ export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limi
     req.on('error', onClosed);
     req.on('close', onClosed);
   });
-}
-
-/** Whether the connection can still carry this request's answer (it has not been closed, nor answered by the server). */
-function answerable(req: IncomingMessage): boolean {
-  return !req.socket.destroyed && !req.socket.writableEnded;
 }
 
 function tooLarge(limit: number): HttpProblem {
