@@ -22,7 +22,7 @@ import {
   BENCH, LOAD_CORE, NODE, PIN, ROOT, SERVER_CORE,
   cleanEnv, freePorts, machineInfo, max, pinned, request, rssMb, scrapeSdkCounters, snapshotService, withRssSampling,
 } from './lib.mjs';
-import { startSink as startOtlpSink } from './otlp-sink.mjs';
+import { startSink as startOtlpSink, subMessages } from './otlp-sink.mjs';
 
 const RESULTS = path.join(BENCH, 'results');
 /** Service logs, the FIFO of class 7 (gitignored, as every bench/results/*.tmp). */
@@ -711,35 +711,8 @@ async function startHangingCollector() {
   };
 }
 
-/** The length-delimited fields numbered `wanted` of a protobuf message: just enough to walk OTLP. */
-function protoFields(buf, wanted) {
-  const out = [];
-  let pos = 0;
-  const varint = () => {
-    let value = 0;
-    let shift = 0;
-    let byte;
-    do {
-      byte = buf[pos++];
-      value += (byte & 0x7f) * 2 ** shift;
-      shift += 7;
-    } while (byte & 0x80);
-    return value;
-  };
-  while (pos < buf.length) {
-    const key = varint();
-    const wire = key % 8;
-    if (wire === 0) varint();
-    else if (wire === 1) pos += 8;
-    else if (wire === 5) pos += 4;
-    else if (wire === 2) {
-      const length = varint();
-      if (Math.floor(key / 8) === wanted) out.push(buf.subarray(pos, pos + length));
-      pos += length;
-    } else throw new Error(`protobuf wire type ${wire}`);
-  }
-  return out;
-}
+/** The length-delimited fields numbered `wanted` of a protobuf message, with the sink's own walker. */
+const protoFields = (buf, wanted) => subMessages(buf, 0, buf.length, wanted).map(([start, end]) => buf.subarray(start, end));
 
 /** The string attributes of every span of an ExportTraceServiceRequest (resource_spans 1 > scope_spans 2 > spans 2 > attributes 9). */
 function decodeSpans(body) {

@@ -36,7 +36,7 @@ function varint(buf, pos) {
  * Just enough protobuf to walk the OTLP envelope without the .proto files.
  * @returns {Array<[number, number]>}
  */
-function subMessages(buf, start, end, wanted) {
+export function subMessages(buf, start, end, wanted) {
   const out = [];
   let pos = start;
   while (pos < end) {
