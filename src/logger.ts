@@ -42,29 +42,22 @@ export function createLogger(options: LoggerOptions): Logger {
 }
 
 /**
- * Counts the lines stdout drops (pino writes one line per write) and, once stdout takes a write
- * again, says in one warn line how many were lost since the last such line. A warn line that is
- * itself dropped is counted and reported with the next one.
+ * Counts the lines stdout drops (pino writes one line per write) and, once stdout has taken the
+ * backlog (sonic-boom's 'drain': its buffer is nearly empty again), says in one warn line how many
+ * were lost since the last such line. Written into an emptied buffer, that line is never dropped.
  */
 function reportDroppedLines(stdout: SonicBoom, logger: Logger, onDroppedLines: ((lines: number) => void) | undefined): void {
   let unreported = 0;
-  let reportPending = false;
   stdout.on('drop', (data: string | Buffer) => {
     const lines = countLines(data);
     unreported += lines;
     onDroppedLines?.(lines);
   });
-  stdout.on('write', (bytes: number) => {
-    if (unreported === 0 || bytes === 0 || reportPending) return;
-    reportPending = true;
-    // On the next tick: SonicBoom emits 'write' before it takes the written bytes off its buffer,
-    // so a line logged now would find the buffer still full.
-    process.nextTick(() => {
-      reportPending = false;
-      const dropped = unreported;
-      unreported = 0;
-      logger.warn({ dropped_lines: dropped }, 'log lines dropped while stdout was blocked');
-    });
+  stdout.on('drain', () => {
+    if (unreported === 0) return;
+    const dropped = unreported;
+    unreported = 0;
+    logger.warn({ dropped_lines: dropped }, 'log lines dropped while stdout was blocked');
   });
 }
 
