@@ -22,7 +22,8 @@ import {
   BENCH, LOAD_CORE, NODE, PIN, ROOT, SERVER_CORE,
   cleanEnv, freePorts, machineInfo, max, pinned, request, rssMb, scrapeSdkCounters, snapshotService, withRssSampling,
 } from './lib.mjs';
-import { startSink as startOtlpSink, subMessages } from './otlp-sink.mjs';
+import { bytesOf, messages } from './otlp-protobuf.mjs';
+import { startSink as startOtlpSink } from './otlp-sink.mjs';
 
 const RESULTS = path.join(BENCH, 'results');
 /** Service logs, the FIFO of class 7 (gitignored, as every bench/results/*.tmp). */
@@ -711,20 +712,16 @@ async function startHangingCollector() {
   };
 }
 
-/** The length-delimited fields numbered `wanted` of a protobuf message, with the sink's own walker. */
-const protoFields = (buf, wanted) => subMessages(buf, 0, buf.length, wanted).map(([start, end]) => buf.subarray(start, end));
-
 /** The string attributes of every span of an ExportTraceServiceRequest (resource_spans 1 > scope_spans 2 > spans 2 > attributes 9). */
 function decodeSpans(body) {
   const spans = [];
-  for (const resourceSpans of protoFields(body, 1)) {
-    for (const scopeSpans of protoFields(resourceSpans, 2)) {
-      for (const span of protoFields(scopeSpans, 2)) {
+  for (const resourceSpans of messages(body, 1)) {
+    for (const scopeSpans of messages(resourceSpans, 2)) {
+      for (const span of messages(scopeSpans, 2)) {
         const attributes = {};
-        for (const keyValue of protoFields(span, 9)) {
-          const key = protoFields(keyValue, 1)[0]?.toString('utf8');
-          const value = protoFields(keyValue, 2)[0];
-          const text = value && protoFields(value, 1)[0]; // AnyValue.string_value
+        for (const keyValue of messages(span, 9)) {
+          const key = bytesOf(keyValue, 1).toString('utf8');
+          const text = messages(bytesOf(keyValue, 2), 1)[0]; // AnyValue.string_value
           if (key && text) attributes[key] = text.toString('utf8');
         }
         spans.push(attributes);

@@ -8,6 +8,7 @@
 // GET /stats returns the counters as JSON; POST /reset zeroes them.
 import http from 'node:http';
 import { gunzipSync } from 'node:zlib';
+import { messages } from './otlp-protobuf.mjs';
 
 const SIGNALS = ['traces', 'metrics', 'logs'];
 
@@ -16,44 +17,6 @@ function emptyStats() {
   const stats = {};
   for (const s of SIGNALS) stats[s] = { requests: 0, bytes: 0, items: 0 };
   return stats;
-}
-
-/** @param {Buffer} buf @param {number} pos @returns {[number, number]} value, next position */
-function varint(buf, pos) {
-  let value = 0;
-  let shift = 0;
-  let byte;
-  do {
-    byte = buf[pos++];
-    value += (byte & 0x7f) * 2 ** shift;
-    shift += 7;
-  } while (byte & 0x80);
-  return [value, pos];
-}
-
-/**
- * The length-delimited fields with the given number in buf[start, end), as [start, end) ranges.
- * Just enough protobuf to walk the OTLP envelope without the .proto files.
- * @returns {Array<[number, number]>}
- */
-export function subMessages(buf, start, end, wanted) {
-  const out = [];
-  let pos = start;
-  while (pos < end) {
-    let key;
-    [key, pos] = varint(buf, pos);
-    const wire = key & 7;
-    if (wire === 0) [, pos] = varint(buf, pos);
-    else if (wire === 1) pos += 8;
-    else if (wire === 5) pos += 4;
-    else if (wire === 2) {
-      let len;
-      [len, pos] = varint(buf, pos);
-      if (key >>> 3 === wanted) out.push([pos, pos + len]);
-      pos += len;
-    } else throw new Error(`unsupported protobuf wire type ${wire}`);
-  }
-  return out;
 }
 
 /**
@@ -73,9 +36,7 @@ function countItems(signal, body, json) {
     return n;
   }
   let n = 0;
-  for (const [rs, re] of subMessages(body, 0, body.length, 1)) {
-    for (const [ss, se] of subMessages(body, rs, re, 2)) n += subMessages(body, ss, se, 2).length;
-  }
+  for (const resource of messages(body, 1)) for (const scope of messages(resource, 2)) n += messages(scope, 2).length;
   return n;
 }
 

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
+import { bytesOf, fields, messages, varintOf } from '../../bench/otlp-protobuf.mjs';
 
 /**
  * A small OTLP/HTTP trace receiver for tests: what a collector would see, with no collector
@@ -184,56 +185,7 @@ function jsonAttributes(list: JsonKeyValue[] = []): Attributes {
 }
 
 // ---- OTLP protobuf (opentelemetry/proto/collector/trace/v1/trace_service.proto) ----
-
-/** One decoded protobuf field: varints as bigint, length-delimited fields as their bytes. */
-type Field = { number: number; varint: bigint } | { number: number; bytes: Buffer };
-
-/** Reads the top-level fields of one protobuf message (wire types 0, 1, 2 and 5). */
-function fields(message: Buffer): Field[] {
-  const out: Field[] = [];
-  let at = 0;
-  const varint = (): bigint => {
-    let value = 0n;
-    for (let shift = 0n; ; shift += 7n) {
-      const byte = message[at++];
-      if (byte === undefined) throw new Error('truncated protobuf varint');
-      value |= BigInt(byte & 0x7f) << shift;
-      if ((byte & 0x80) === 0) return value;
-    }
-  };
-  while (at < message.length) {
-    const key = varint();
-    const number = Number(key >> 3n);
-    switch (Number(key & 7n)) {
-      case 0:
-        out.push({ number, varint: varint() });
-        break;
-      case 1: // fixed64 (timestamps, doubles): skipped
-        at += 8;
-        break;
-      case 2: {
-        const length = Number(varint());
-        out.push({ number, bytes: message.subarray(at, at + length) });
-        at += length;
-        break;
-      }
-      case 5: // fixed32 (span flags): skipped
-        at += 4;
-        break;
-      default:
-        throw new Error(`unsupported protobuf wire type in key ${key}`);
-    }
-  }
-  return out;
-}
-
-const messages = (message: Buffer, number: number): Buffer[] =>
-  fields(message).flatMap((field) => (field.number === number && 'bytes' in field ? [field.bytes] : []));
-const bytesOf = (message: Buffer, number: number): Buffer => messages(message, number)[0] ?? Buffer.alloc(0);
-const varintOf = (message: Buffer, number: number): bigint => {
-  const field = fields(message).find((f) => f.number === number && 'varint' in f);
-  return field !== undefined && 'varint' in field ? field.varint : 0n;
-};
+// Fields are read by bench/otlp-protobuf.mjs, the reader the benchmark's OTLP sink uses too.
 
 function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
   // ExportTraceServiceRequest.resource_spans(1) > ResourceSpans{resource(1), scope_spans(2)}
