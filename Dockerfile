@@ -4,7 +4,7 @@
 #
 # Four stages, one Node major (24) and one Debian release (12) throughout:
 #   build          all dependencies + `npm run build` -> dist/ (tsc, then esbuild's
-#                  dist/telemetry.bundle.js: the OpenTelemetry SDK in one file, for start-up time)
+#                  dist/observability/telemetry.bundle.js: the OpenTelemetry SDK in one file, for start-up time)
 #   prod-deps      production dependencies only, pruned of files nothing requires at run time
 #   compile-cache  Node's compile cache, filled by one start of the service in the runtime image
 #   runtime        distroless Node 24: glibc, libstdc++, CA certificates, tzdata and /nodejs/bin/node,

@@ -9,7 +9,7 @@
 //       [--flags=--max-semi-space-size=8]   (adds bundled+cache+flags: the same with these node flags)
 //
 // The service runs from copies of dist/ in bench/results/startup.tmp/ (gitignored): `bundled` as
-// built, `unbundled` without dist/telemetry.bundle.js (main.js then requires dist/telemetry.js and
+// built, `unbundled` without dist/observability/telemetry.bundle.js (main.js then requires dist/observability/telemetry.js and
 // the SDK from node_modules, as before the bundle). Tracing on = an OTLP endpoint on a closed
 // local port, so the exporter is configured (nothing listens there; no span is sent at start-up).
 // Node's compile cache is emptied, then filled by one untimed start (as the image build does);
@@ -31,7 +31,7 @@ const { values: args } = parseArgs({
 });
 
 const TMP = path.join(ROOT, 'bench/results/startup.tmp');
-const BUNDLE = 'telemetry.bundle.js';
+const BUNDLE = 'observability/telemetry.bundle.js';
 
 function prepare() {
   if (!fs.existsSync(path.join(ROOT, 'dist', BUNDLE))) throw new Error(`dist/${BUNDLE} is missing: run npm run build first`);

@@ -25,7 +25,7 @@ export class ConfigError extends Error {
   }
 }
 
-type Env = Readonly<Record<string, string | undefined>>;
+export type Env = Readonly<Record<string, string | undefined>>;
 
 /** Reads the configuration from `env`; throws a ConfigError on the first invalid value. */
 export function parseConfig(env: Env): Config {
@@ -46,14 +46,17 @@ export function parseConfig(env: Env): Config {
   };
 }
 
-/** An unset or empty variable means "use the default", as most twelve-factor services treat it. */
-function raw(env: Env, name: string): string | undefined {
+/**
+ * A variable's value, trimmed; undefined when it is unset or empty, which means "use the default"
+ * (as most twelve-factor services treat it). Every variable the service reads goes through here.
+ */
+export function readVariable(env: Env, name: string): string | undefined {
   const value = env[name];
   return value === undefined || value.trim() === '' ? undefined : value.trim();
 }
 
 function readInteger(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const value = raw(env, name);
+  const value = readVariable(env, name);
   if (value === undefined) return fallback;
   if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
     throw new ConfigError(name, value, `expected a whole number from ${min} to ${max}`);
@@ -62,7 +65,7 @@ function readInteger(env: Env, name: string, fallback: number, min: number, max:
 }
 
 function readSeconds(env: Env, name: string, fallback: number, max: number): number {
-  const value = raw(env, name);
+  const value = readVariable(env, name);
   if (value === undefined) return fallback;
   if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > max) {
     throw new ConfigError(name, value, `expected a number of seconds from 0 to ${max} (e.g. 5 or 0.5)`);
@@ -71,7 +74,7 @@ function readSeconds(env: Env, name: string, fallback: number, max: number): num
 }
 
 function readHost(env: Env): string {
-  const value = raw(env, 'HOST');
+  const value = readVariable(env, 'HOST');
   if (value === undefined) return '0.0.0.0';
   // A host name or an IPv4/IPv6 literal; anything with spaces, slashes or a scheme is a mistake.
   if (!/^[A-Za-z0-9.:-]+$/.test(value)) {
@@ -81,7 +84,7 @@ function readHost(env: Env): string {
 }
 
 function readLogLevel(env: Env): LogLevel {
-  const value = raw(env, 'LOG_LEVEL');
+  const value = readVariable(env, 'LOG_LEVEL');
   if (value === undefined) return 'info';
   const level = value.toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
@@ -91,7 +94,7 @@ function readLogLevel(env: Env): LogLevel {
 }
 
 function readByteSize(env: Env, name: string, fallback: string): number {
-  const value = raw(env, name) ?? fallback;
+  const value = readVariable(env, name) ?? fallback;
   const allowed = 'expected a positive whole number of bytes, or a size with a unit: 512kb, 1mb, 1.5mb';
   const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value);
   if (match === null) throw new ConfigError(name, value, allowed);

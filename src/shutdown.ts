@@ -1,12 +1,12 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Logger } from './logger';
+import type { Logger } from './observability/logger';
 
 export interface ShutdownOptions {
   /** The API server: drained gracefully. */
   apiServer: Server;
   /** The metrics server: kept answering until the API is drained, so the last scrape still works. */
-  adminServer: Server;
+  metricsServer: Server;
   /** Keep serving this long after the signal, so that endpoint removal reaches every balancer. */
   delayMs: number;
   /** The most time in-flight requests, then the telemetry flush, may take once the listener is closed. */
@@ -56,7 +56,7 @@ function closeConnectionAfterResponse(_req: IncomingMessage, res: ServerResponse
 }
 
 export async function gracefulShutdown(signal: NodeJS.Signals, options: ShutdownOptions): Promise<void> {
-  const { apiServer, adminServer, logger } = options;
+  const { apiServer, metricsServer, logger } = options;
   logger.info(
     { signal, delay_s: options.delayMs / 1000, timeout_s: options.timeoutMs / 1000 },
     'shutdown started: serving with Connection: close until the delay ends',
@@ -87,8 +87,8 @@ export async function gracefulShutdown(signal: NodeJS.Signals, options: Shutdown
   ]);
   if (!flushed) logger.warn({ budget_ms: flushBudgetMs }, 'shutdown: telemetry flush did not finish in time');
 
-  adminServer.close();
-  adminServer.closeAllConnections();
+  metricsServer.close();
+  metricsServer.closeAllConnections();
   logger.info('shutdown complete');
 }
 

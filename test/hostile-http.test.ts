@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, type HttpServerOptions } from '../src/http-server';
+import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, type ApiServerOptions } from '../src/http/api-server';
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver } from './support/otlp-receiver';
 import { openRaw, parseResponse, type ParsedResponse } from './support/raw-http';
@@ -56,8 +56,8 @@ async function exchangeUntilClosed(port: number, payload: string): Promise<strin
   return connection.received();
 }
 
-/** The application behind createHttpServer with `options` (short timeouts, small lingering limits), logging at debug. */
-async function serveWith(options: HttpServerOptions): Promise<InProcessService> {
+/** The application behind createApiServer with `options` (short timeouts, small lingering limits), logging at debug. */
+async function serveWith(options: ApiServerOptions): Promise<InProcessService> {
   const svc = await startInProcess({}, options);
   onTestFinished(() => svc.close());
   return svc;

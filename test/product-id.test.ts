@@ -1,6 +1,6 @@
 import { Agent, request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomProductId } from '../src/routes';
+import { randomProductId } from '../src/http/routes';
 import { startInProcess, type InProcessService } from './support/in-process';
 
 const MAX_ID = 2147483646;

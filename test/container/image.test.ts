@@ -200,7 +200,7 @@ describe('image contents', () => {
   });
 
   it('holds the entry point, the telemetry bundle, the compiled service, its package.json and a filled compile cache', () => {
-    const wanted = ['app/dist/main.js', 'app/dist/telemetry.bundle.js', 'app/dist/telemetry.js', 'app/dist/server.js', 'app/package.json', 'nodejs/bin/node'];
+    const wanted = ['app/dist/main.js', 'app/dist/observability/telemetry.bundle.js', 'app/dist/observability/telemetry.js', 'app/dist/service.js', 'app/package.json', 'nodejs/bin/node'];
     expect(wanted.filter((f) => !files.has(f) || dirs.has(f))).toEqual([]);
     expect(dirs.has('app/compile-cache')).toBe(true);
     const cacheFiles = [...files].filter((f) => f.startsWith('app/compile-cache/') && !dirs.has(f));
@@ -367,7 +367,7 @@ describe("Node's compile cache", () => {
       const outcomes = new Map([...stderr.matchAll(/^\[compile cache\] V8 code cache for \S+ (\S+) was ([^,]+),/gm)].map((m) => [m[1], m[2]]));
       console.log(`compile cache: ${outcomes.size} modules loaded from it at start-up`);
       expect(outcomes.get('/app/dist/main.js'), stderr.slice(0, 2000)).toBe('accepted');
-      expect(outcomes.get('/app/dist/telemetry.bundle.js')).toBe('accepted');
+      expect(outcomes.get('/app/dist/observability/telemetry.bundle.js')).toBe('accepted');
       expect([...outcomes].filter(([, outcome]) => outcome !== 'accepted').slice(0, 5)).toEqual([]);
       // A module missing from the cache would be compiled, then written back (and fail: read-only).
       expect(stderr).not.toMatch(/Creating temporary file|writing cache for/);
@@ -388,7 +388,7 @@ describe('tracing from the image', () => {
   /**
    * Known, and not the image's doing: the image (like most pods) has no /etc/machine-id, so the
    * SDK's host detector leaves host.id undefined and the SDK warns once, when an export first
-   * reads the resource. To be fixed in src/telemetry.ts; remove it from here then.
+   * reads the resource. To be fixed in src/observability/telemetry.ts; remove it from here then.
    */
   const KNOWN_EXPORT_WARNINGS = [/^opentelemetry warn: dropping invalid resource attribute value for key "host\.id"$/];
 

@@ -172,7 +172,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     const exposition = await (await fetch(service?.metricsUrl ?? '')).text();
     expect(exposition).toContain('product_ids_issued_total ');
     const result = run(promtool, ['check', 'metrics'], { input: exposition });
-    // Clean: the service drops the three prom-client gauges named "..._total" (src/metrics.ts).
+    // Clean: the service drops the three prom-client gauges named "..._total" (src/observability/metrics.ts).
     expect(result.stdout + result.stderr).toBe('');
     expect(result.status).toBe(0);
   });

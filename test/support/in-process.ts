@@ -1,15 +1,17 @@
-import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
-import { createApp, type AppDependencies } from '../../src/app';
-import { createHttpServer, listen, type HttpServerOptions } from '../../src/http-server';
-import { createLogger, type Logger } from '../../src/logger';
-import { createMetrics, type Metrics } from '../../src/metrics';
+import { parseConfig } from '../../src/config';
+import type { ApiServerOptions } from '../../src/http/api-server';
+import { createLogger, type Logger } from '../../src/observability/logger';
+import { createMetrics, type Metrics } from '../../src/observability/metrics';
+import { createService, portOf, type ServiceDependencies } from '../../src/service';
 
 export interface InProcessService {
   server: Server;
   baseUrl: string;
   port: number;
+  /** The metrics port's base URL (http://127.0.0.1:PORT). */
+  metricsUrl: string;
   metrics: Metrics;
   logger: Logger;
   /** JSON log lines written so far. */
@@ -17,11 +19,18 @@ export interface InProcessService {
   close(): Promise<void>;
 }
 
+/** What a test may change in the service it starts. */
+export interface InProcessOverrides {
+  bodyLimit?: number;
+  issueProductId?: ServiceDependencies['issueProductId'];
+}
+
 /**
- * The application built by its factory, served by the real HTTP server on a real socket
- * (127.0.0.1, a port the OS picks), with a logger whose lines the test can read.
+ * The service built by createService, as the entry point builds it, listening on real sockets
+ * (127.0.0.1, ports the OS picks), with a logger at debug whose lines the test can read and no
+ * process metrics (tests build many services in one process).
  */
-export async function startInProcess(overrides: Partial<AppDependencies> = {}, serverOptions: HttpServerOptions = {}): Promise<InProcessService> {
+export async function startInProcess(overrides: InProcessOverrides = {}, apiServerOptions: ApiServerOptions = {}): Promise<InProcessService> {
   const logs: Array<Record<string, unknown>> = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -29,24 +38,33 @@ export async function startInProcess(overrides: Partial<AppDependencies> = {}, s
       callback();
     },
   });
+  const config = parseConfig({ HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0' });
   const logger = createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination });
   const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test' }, processMetrics: false });
-  const app = createApp({ bodyLimit: 1024 * 1024, logger, metrics, ...overrides });
-  const handle = app.callback();
-  const server = createHttpServer((req, res) => void handle(req, res), logger, serverOptions);
-  await listen(server, 0, '127.0.0.1');
-  const { port } = server.address() as AddressInfo;
+  const service = createService({
+    config: { ...config, bodyLimit: overrides.bodyLimit ?? config.bodyLimit },
+    logger,
+    metrics,
+    issueProductId: overrides.issueProductId,
+    apiServerOptions,
+  });
+  await service.listen();
+  const port = portOf(service.apiServer) ?? 0;
   return {
-    server,
+    server: service.apiServer,
     port,
     baseUrl: `http://127.0.0.1:${port}`,
+    metricsUrl: `http://127.0.0.1:${portOf(service.metricsServer) ?? 0}`,
     metrics,
     logger,
     logs,
-    close: () =>
-      new Promise((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => Promise.all([service.apiServer, service.metricsServer].map(closeNow)).then(() => undefined),
   };
+}
+
+function closeNow(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  });
 }

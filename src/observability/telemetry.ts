@@ -1,14 +1,14 @@
 /**
  * Tracing, in one place: OpenTelemetry's NodeSDK with the instrumentations of
  * @opentelemetry/auto-instrumentations-node, configured by the standard OTEL_* variables.
- * main.ts starts it before anything else is loaded, because the instrumentations patch http, koa
+ * src/main.ts starts it before anything else is loaded, because the instrumentations patch http, koa
  * and pino as they are required, then hands the returned Telemetry to the service.
  *
  * - What is instrumented: http (the server span of each request, named `METHOD route`, and client
  *   spans for outgoing calls), koa (the route of the span; no span per middleware) and pino
  *   (trace_id, span_id and trace_flags in every log line written inside a request).
  * - What is exported: traces only, when an OTLP endpoint or OTEL_TRACES_EXPORTER is set.
- *   Metrics are served by prom-client on the admin port and logs go to stdout.
+ *   Metrics are served by prom-client on the metrics port and logs go to stdout.
  * - How it stops: Telemetry.shutdown() flushes queued spans; the graceful shutdown calls it.
  *
  * Every default below is written into the environment only when the variable is unset, so a
@@ -19,7 +19,8 @@ import type { MetricReader } from '@opentelemetry/sdk-metrics';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
 import { write as writeFile } from 'node:fs';
 import { format } from 'node:util';
-import { serviceInfo } from './service-info';
+import { readVariable } from '../config';
+import { serviceInfo } from '../service-info';
 
 /** What the service gets from telemetry: how to stop it, and the SDK's own counts for /metrics. */
 export interface Telemetry {
@@ -37,7 +38,8 @@ export interface SpanPipelineCounts {
   readonly queueCapacity: number;
 }
 
-type Env = Record<string, string | undefined>;
+/** The environment startTelemetry reads and writes its defaults into (process.env). */
+type WritableEnv = Record<string, string | undefined>;
 /** instrumentation-koa's layer types ('middleware', 'router'), a string enum its package exports. */
 type KoaLayerTypes = NonNullable<
   NonNullable<NonNullable<Parameters<typeof import('@opentelemetry/auto-instrumentations-node').getNodeAutoInstrumentations>[0]>['@opentelemetry/instrumentation-koa']>['ignoreLayersType']
@@ -65,14 +67,10 @@ export const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '1024',
 };
 
-function isSet(env: Env, name: string): boolean {
-  return (env[name]?.trim() ?? '') !== '';
-}
-
 /** Writes SERVICE_DEFAULTS into `env` where unset. */
-export function applyServiceDefaults(env: Env): void {
+export function applyServiceDefaults(env: WritableEnv): void {
   for (const [name, value] of Object.entries(SERVICE_DEFAULTS)) {
-    if (!isSet(env, name)) env[name] = value;
+    if (readVariable(env, name) === undefined) env[name] = value;
   }
 }
 
@@ -80,8 +78,8 @@ export function applyServiceDefaults(env: Env): void {
  * NodeSDK would export to localhost:4318 when nothing is configured. Here, without an endpoint or
  * an exporter named, nothing is exported and no connection is tried.
  */
-function exportsTraces(env: Env): boolean {
-  return ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_EXPORTER'].some((name) => isSet(env, name));
+function exportsTraces(env: WritableEnv): boolean {
+  return ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_EXPORTER'].some((name) => readVariable(env, name) !== undefined);
 }
 
 /**
@@ -89,9 +87,9 @@ function exportsTraces(env: Env): boolean {
  * entry, and says so only at debug level. Here the malformed entry alone is left out, in one line.
  * The rule is the SDK's: key=value, ',' and '=' percent-encoded, at most 255 characters each.
  */
-function keepValidResourceAttributes(env: Env, warn: (message: string) => void): void {
-  const raw = env.OTEL_RESOURCE_ATTRIBUTES;
-  if (raw === undefined || raw.trim() === '') return;
+function keepValidResourceAttributes(env: WritableEnv, warn: (message: string) => void): void {
+  const raw = readVariable(env, 'OTEL_RESOURCE_ATTRIBUTES');
+  if (raw === undefined) return;
   const valid = raw.split(',').filter((entry) => {
     if (entry.trim() === '') return false;
     const parts = entry.split('=');
@@ -114,12 +112,12 @@ const DISABLED: Telemetry = {
 };
 
 /** OTEL_SDK_DISABLED=true: none of the SDK is loaded or started. */
-export function sdkDisabled(env: Env): boolean {
-  return env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true';
+export function sdkDisabled(env: WritableEnv): boolean {
+  return readVariable(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
 }
 
 /** Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required. */
-export function startTelemetry(env: Env = process.env): Telemetry {
+export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   if (sdkDisabled(env)) return DISABLED;
   applyServiceDefaults(env);
   keepValidResourceAttributes(env, (message) => process.stderr.write(`product-service: ${message}\n`));
@@ -153,7 +151,7 @@ export function startTelemetry(env: Env = process.env): Telemetry {
       ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.has(pathOf(request.url)),
     },
     // A span per Koa middleware or router layer would repeat the server span; the app sets the
-    // route on it (app.ts) and the http instrumentation names the span from it.
+    // route on it (http/middleware.ts) and the http instrumentation names the span from it.
     // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- KoaLayerType's values; its package is not a direct dependency
     '@opentelemetry/instrumentation-koa': { ignoreLayersType: ['middleware', 'router'] as KoaLayerTypes },
     // The log lines are on stdout already; sending them again over OTLP would double them.

@@ -1,8 +1,8 @@
 import { createServer, ServerResponse, STATUS_CODES, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Logger } from './logger';
-import { problem, PROBLEM_CONTENT_TYPE } from './problem';
+import type { Logger } from '../observability/logger';
+import { problemAnswer, sendProblem } from './problem';
 
 /**
  * Server timeouts, chosen for a service behind a load balancer or ingress:
@@ -35,18 +35,16 @@ export const LINGERING_CLOSE = { maxMs: 5_000, maxBytes: 32 * 1024 * 1024 } as c
 
 /**
  * The most requests one connection may deliver within one turn of the event loop, i.e. send
- * pipelined, without waiting for answers. Node hands over every request in the bytes it reads at
- * once, and libuv reads up to 32 chunks of 64 KiB from a connection per turn: a client pipelining
- * tiny requests had thousands served back to back while every other connection waited (/health
- * took up to 15 s with 40 such clients), and once the answers it did not read filled the socket
- * buffers, a read's worth of requests (~1,000, 17-28 MB) stayed in memory per connection. 64 is
- * more than any client pipelines for a reason (browsers do not pipeline at all): the connection of
- * a client past it is closed. Node still parses the rest of the read it was in (~25 ms, ~4 MB
- * freed at once); there is no public way to stop its parser within a read.
+ * pipelined without waiting for answers; the connection of a client past it is closed. Node hands
+ * over every request of a read at once (libuv reads up to 32 × 64 KiB per turn), so without a
+ * bound one pipelining client is served thousands of requests in a row while every other waits,
+ * and holds the answers it does not read in memory. 64 is more than any client pipelines for a
+ * reason (browsers do not pipeline at all). Node still parses the rest of the read it was in:
+ * there is no public way to stop its parser within a read.
  */
 export const MAX_REQUESTS_PER_CONNECTION_PER_TURN = 64;
 
-export interface HttpServerOptions {
+export interface ApiServerOptions {
   /** SERVER_TIMEOUTS unless given (tests shorten them). */
   timeouts?: { [K in keyof typeof SERVER_TIMEOUTS]: number };
   /** LINGERING_CLOSE unless given. */
@@ -104,10 +102,11 @@ function pipelinedTooMany(connection: Connection): boolean {
 const awaitingContinue = new WeakSet<ServerResponse>();
 
 /**
- * An HTTP/1.1 server with deliberate timeouts that answers what it refuses in the service's error
- * shape, closes connections without losing their last answer, and bounds pipelining.
+ * The API port's HTTP/1.1 server: deliberate timeouts, what it refuses answered in the service's
+ * error shape, connections closed without losing their last answer, pipelining bounded. `listener`
+ * is the Koa application's callback.
  */
-export function createHttpServer(listener: RequestListener, logger: Logger, options: HttpServerOptions = {}): Server {
+export function createApiServer(listener: RequestListener, logger: Logger, options: ApiServerOptions = {}): Server {
   const timeouts = options.timeouts ?? SERVER_TIMEOUTS;
   const lingering = options.lingeringClose ?? LINGERING_CLOSE;
   const server = createServer(
@@ -291,21 +290,14 @@ function answerAndClose(
   extraHeaders: Record<string, string>,
   lingering: LingeringLimits,
 ): void {
-  const body = JSON.stringify(problem(status, detail));
-  const headers: Record<string, string> = {
-    'Content-Type': PROBLEM_CONTENT_TYPE,
-    'Content-Length': String(Buffer.byteLength(body)),
-    'X-Content-Type-Options': 'nosniff',
-    ...extraHeaders,
-    Connection: 'close',
-  };
+  const answer = problemAnswer(status, detail, { ...extraHeaders, Connection: 'close' });
   if (target instanceof ServerResponse) {
-    target.writeHead(status, headers).end(body);
+    sendProblem(target, answer);
     return;
   }
   let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n`;
-  for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`;
-  target.write(`${head}\r\n${body}`);
+  for (const [name, value] of Object.entries(answer.headers)) head += `${name}: ${value}\r\n`;
+  target.write(`${head}\r\n${answer.body}`);
   closeLingering(target, lingering);
 }
 
@@ -329,15 +321,4 @@ function closeLingering(socket: Duplex, limits: LingeringLimits): void {
   socket.resume();
   const timer = setTimeout(() => socket.destroy(), limits.maxMs);
   socket.once('close', () => clearTimeout(timer));
-}
-
-/** Resolves once the server listens; rejects (e.g. EADDRINUSE) instead of emitting an unhandled error. */
-export function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
 }

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
-import type { ServiceInfo } from './service-info';
+import type { ServiceInfo } from '../service-info';
 import type { Telemetry } from './telemetry';
 
 /** The route label of requests that matched no route: a fixed value, never the raw path. */

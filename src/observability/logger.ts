@@ -1,5 +1,5 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
-import type { LogLevel } from './config';
+import type { LogLevel } from '../config';
 
 export type { Logger } from 'pino';
 
@@ -21,7 +21,7 @@ const stdoutOf = new WeakMap<Logger, SonicBoom>();
 /**
  * JSON lines on stdout, one object per event. The level is written as a word and the time as
  * ISO-8601 so that a log search needs no lookup table. Lines written inside a traced request carry
- * trace_id, span_id and trace_flags, added by @opentelemetry/instrumentation-pino (telemetry.ts).
+ * trace_id, span_id and trace_flags, added by @opentelemetry/instrumentation-pino (observability/telemetry.ts).
  */
 export function createLogger(options: LoggerOptions): Logger {
   const stdout = options.destination === undefined ? stdoutDestination(options.level !== 'silent') : undefined;
@@ -69,7 +69,7 @@ function countLines(data: string | Buffer): number {
 
 /**
  * pino's isoTime, formatted once per millisecond instead of once per line: under load many lines
- * share a millisecond, and toISOString was 2% of a traced request's CPU (bench/results).
+ * share a millisecond, and toISOString shows in the profile of a traced request.
  */
 function isoTimeCachedPerMillisecond(): () => string {
   let formattedAt = -1;
@@ -88,10 +88,9 @@ function isoTimeCachedPerMillisecond(): () => string {
 export const STDOUT_FLUSH_INTERVAL_MS = 250;
 
 /**
- * The most bytes of log lines held for stdout; lines beyond it are dropped and counted. 8 MiB is
- * 30,000 to 45,000 request lines (190 B, 260 B with trace ids): 3 to 4 s at the saturated ~10k
- * req/s of bench/results, over half a minute at 1k req/s, enough to ride out a log shipper's
- * restart, for ~2% of the 384 Mi memory limit.
+ * The most bytes of log lines held for stdout; lines beyond it are dropped and counted. Tens of
+ * thousands of request lines: enough to ride out a log shipper's restart at a normal request
+ * rate, for a small share of the chart's memory limit.
  */
 export const STDOUT_BUFFER_MAX_BYTES = 8 * 1024 * 1024;
 

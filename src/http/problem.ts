@@ -1,4 +1,5 @@
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
+import { SECURITY_HEADERS } from './security-headers';
 
 /**
  * RFC 9457 problem details: the one shape of every error answer this service gives.
@@ -31,4 +32,27 @@ export class HttpProblem extends Error {
     super(detail ?? STATUS_CODES[status] ?? 'Error');
     this.name = 'HttpProblem';
   }
+}
+
+/** A problem answer written outside Koa: its body and every header it needs. */
+export interface ProblemAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+export function problemAnswer(status: number, detail?: string, extraHeaders: Readonly<Record<string, string>> = {}): ProblemAnswer {
+  const body = JSON.stringify(problem(status, detail));
+  const headers = {
+    'Content-Type': PROBLEM_CONTENT_TYPE,
+    'Content-Length': String(Buffer.byteLength(body)),
+    ...SECURITY_HEADERS,
+    ...extraHeaders,
+  };
+  return { status, headers, body };
+}
+
+/** Writes a problem answer on a Node response that nothing has written to yet. */
+export function sendProblem(res: ServerResponse, answer: ProblemAnswer): void {
+  res.writeHead(answer.status, answer.headers).end(answer.body);
 }

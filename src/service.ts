@@ -1,0 +1,123 @@
+/**
+ * The service assembled: createService builds it from its configuration and dependencies (the
+ * entry point and the tests both call it); runService, called by main.ts once telemetry has
+ * started, reads the configuration, creates the logger and the metrics, listens on the API and
+ * metrics ports, and shuts down gracefully on SIGTERM/SIGINT.
+ */
+import type { Server } from 'node:http';
+import { ConfigError, parseConfig, type Config } from './config';
+import { createApiServer, type ApiServerOptions } from './http/api-server';
+import { createApp, type AppDependencies } from './http/app';
+import { createMetricsServer } from './http/metrics-server';
+import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
+import { createMetrics, type Metrics } from './observability/metrics';
+import type { Telemetry } from './observability/telemetry';
+import { serviceInfo } from './service-info';
+import { installGracefulShutdown } from './shutdown';
+
+export interface ServiceDependencies {
+  config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit'>;
+  logger: Logger;
+  metrics: Metrics;
+  /** Draws product ids; the spec's range by default. Tests replace it to provoke failures. */
+  issueProductId?: AppDependencies['issueProductId'];
+  /** The API server's limits; production's unless given (tests shorten them). */
+  apiServerOptions?: ApiServerOptions;
+}
+
+export interface Service {
+  /** The API port: the Koa application behind the hardened HTTP server. */
+  readonly apiServer: Server;
+  /** The metrics port: `/metrics` for Prometheus. */
+  readonly metricsServer: Server;
+  /** Listens on both ports; rejects (e.g. EADDRINUSE) if either cannot. */
+  listen(): Promise<void>;
+}
+
+export function createService(deps: ServiceDependencies): Service {
+  const { config, logger, metrics } = deps;
+  const app = createApp({ bodyLimit: config.bodyLimit, logger, metrics, issueProductId: deps.issueProductId });
+  const handleRequest = app.callback();
+  // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
+  const apiServer = createApiServer((req, res) => void handleRequest(req, res), logger, deps.apiServerOptions);
+  const metricsServer = createMetricsServer(metrics, logger);
+  return {
+    apiServer,
+    metricsServer,
+    async listen() {
+      await listen(apiServer, config.port, config.host);
+      await listen(metricsServer, config.metricsPort, config.host);
+    },
+  };
+}
+
+export async function runService(telemetry: Telemetry): Promise<void> {
+  const config = readConfigOrExit();
+  const service = serviceInfo();
+  // Metrics first: the logger counts in them the lines a blocked stdout drops.
+  const metrics = createMetrics({ service, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline() });
+  const logger = createLogger({ level: config.logLevel, service, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
+  exitOnUnexpectedFailure(logger);
+
+  const { apiServer, metricsServer, ...ports } = createService({ config, logger, metrics });
+  try {
+    await ports.listen();
+  } catch (error) {
+    logger.fatal({ err: error }, 'cannot listen');
+    exitAfterFlush(logger, 1);
+    return;
+  }
+  installGracefulShutdown({
+    apiServer,
+    metricsServer,
+    delayMs: config.shutdownDelayMs,
+    timeoutMs: config.shutdownTimeoutMs,
+    logger,
+    flushTelemetry: () => telemetry.shutdown(),
+    exit: (code, flushWaitMs) => exitAfterFlush(logger, code, flushWaitMs),
+  });
+  logger.info(
+    { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: service.revision, node: process.version },
+    'product-service listening',
+  );
+}
+
+function readConfigOrExit(): Config {
+  try {
+    return parseConfig(process.env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // One line, before anything listens: the variable, the value and what is allowed.
+    process.stderr.write(`product-service: ${error.message}\n`);
+    process.exit(1);
+  }
+}
+
+/** Resolves once the server listens; rejects (e.g. EADDRINUSE) instead of emitting an unhandled error. */
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** The port a listening server got (the configured one, or the one the OS chose for port 0). */
+export function portOf(server: Server): number | undefined {
+  const address = server.address();
+  return typeof address === 'object' && address !== null ? address.port : undefined;
+}
+
+/** A failure nothing handled leaves the process in an unknown state: log it as one JSON line and exit 1. */
+function exitOnUnexpectedFailure(logger: Logger): void {
+  process.on('uncaughtException', (error) => {
+    logger.fatal({ err: error }, 'uncaught exception');
+    exitAfterFlush(logger, 1);
+  });
+  process.on('unhandledRejection', (reason) => {
+    logger.fatal({ err: reason }, 'unhandled promise rejection');
+    exitAfterFlush(logger, 1);
+  });
+}
