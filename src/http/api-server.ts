@@ -278,8 +278,8 @@ function clientErrorDetail(status: number): string {
 }
 
 /**
- * The one writer of problem+json answers outside Koa, for what the server refuses before (or
- * instead of) handing a request to the application; the connection is closed after the answer.
+ * Answers what the server refuses before (or instead of) handing a request to the application,
+ * then closes the connection.
  * Through the response when there is one (Node keeps it in order behind earlier pipelined
  * answers, then closes lingering), straight to the socket otherwise.
  */
