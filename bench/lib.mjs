@@ -1,5 +1,5 @@
-// Shared parts of the benchmark: the configurations, /proc readers, the OTLP sink and server
-// processes, the load generators. Used by bench/run.mjs and bench/profile.mjs.
+// Shared parts of the benchmark: the repository's paths, the configurations, /proc readers, the
+// OTLP sink and server processes, the load generators. Used by every bench/*.mjs script.
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 export const BENCH = path.join(ROOT, 'bench');
+export const RESULTS = path.join(BENCH, 'results');
 export const NODE = process.execPath;
 
 // ---------------------------------------------------------------------------------------------
@@ -18,26 +19,33 @@ export const NODE = process.execPath;
 export const SERVICE = ['dist/main.js'];
 
 /**
- * Copies dist/ and package.json to bench/results/app.tmp/ (gitignored) and returns that directory,
- * so that a rebuild during a long run cannot mix two builds in one set of numbers. The service
- * runs from there with the production command line; `require` still finds the repository's node_modules
- * by walking up, and package.json sits beside dist/ as in the image. `name` (another *.tmp
- * directory under bench/results) lets two harnesses run at once without removing each other's copy.
+ * Copies `from`/dist and `from`/package.json (the repository's build by default) to
+ * bench/results/`name` (gitignored) and returns that directory, so that a rebuild during a long run
+ * cannot mix two builds in one set of numbers. The service runs from there with the production
+ * command line; `require` still finds the repository's node_modules by walking up, and package.json
+ * sits beside dist/ as in the image. Each harness uses its own `name`, so two can run at once.
  */
-export function snapshotService(name = 'app.tmp') {
-  const dir = path.join(BENCH, 'results', name);
+export function snapshotService(name = 'app.tmp', from = ROOT) {
+  if (!fs.existsSync(path.join(from, 'dist/main.js'))) throw new Error(`${path.join(from, 'dist/main.js')} is missing`);
+  const dir = path.join(RESULTS, name);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir, { recursive: true });
-  fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
-  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+  fs.cpSync(path.join(from, 'dist'), path.join(dir, 'dist'), { recursive: true });
+  fs.copyFileSync(path.join(from, 'package.json'), path.join(dir, 'package.json'));
   return dir;
 }
 
+/** The suffix of the configurations that run the other build of an A/B run (`run.mjs --against`). */
+export const AGAINST = '@against';
+
 /**
+ * Every configuration by name. With `againstDir` (a copy of another build), also
+ * `service-off@against` and `service-full@against`: the same two configurations run from there.
  * @param {number} sinkPort
- * @returns {Record<string, {title: string, args: string[], env: Record<string, string>, traced: boolean, scrapeSdk?: boolean}>}
+ * @param {string} [serviceDir] @param {string} [againstDir]
+ * @returns {Record<string, {title: string, args: string[], cwd?: string, env: Record<string, string>, traced: boolean, scrapeSdk?: boolean, nodeArgs?: string[]}>}
  */
-export function configurations(sinkPort, serviceDir = ROOT) {
+export function configurations(sinkPort, serviceDir = ROOT, againstDir = undefined) {
   const fullObservability = {
     OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`,
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
@@ -46,13 +54,7 @@ export function configurations(sinkPort, serviceDir = ROOT) {
   };
   // The young generation's size the image and the chart set (Dockerfile, NODE_OPTIONS).
   const imageNodeOptions = { NODE_OPTIONS: '--max-semi-space-size=16' };
-  return {
-    'plain-http': {
-      title: 'plain node:http (baseline)',
-      args: ['bench/baseline-http.cjs'],
-      env: {},
-      traced: false,
-    },
+  const service = {
     'service-off': {
       title: 'product-service, observability off',
       args: SERVICE,
@@ -68,12 +70,26 @@ export function configurations(sinkPort, serviceDir = ROOT) {
       traced: true,
       scrapeSdk: true,
     },
+  };
+  const against = againstDir === undefined ? {} : Object.fromEntries(Object.entries(service).map(([name, config]) => [
+    `${name}${AGAINST}`,
+    { ...config, title: `${config.title}, the build under comparison (--against)`, cwd: againstDir },
+  ]));
+  return {
+    'plain-http': {
+      title: 'plain node:http (baseline)',
+      args: ['bench/baseline-http.cjs'],
+      env: {},
+      traced: false,
+    },
+    ...service,
     straightforward: {
       title: 'straightforward Koa + sdk-node + auto-instrumentations',
       args: ['--require', './bench/straightforward/tracing.cjs', 'bench/straightforward/server.cjs'],
       env: fullObservability,
       traced: true,
     },
+    ...against,
   };
 }
 
@@ -85,6 +101,11 @@ export const CORES = os.availableParallelism();
 export const PIN = CORES >= 2;
 export const SERVER_CORE = '0';
 export const LOAD_CORE = '1';
+
+/** Moves this harness (all its threads) to the load core, leaving the server's core to the server. */
+export function pinToLoadCore() {
+  if (PIN) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+}
 
 /** @param {string} core @param {string} cmd @param {string[]} argv */
 export function pinned(core, cmd, argv) {
@@ -175,7 +196,7 @@ export async function startSink() {
   };
 }
 
-export const logDir = path.join(ROOT, 'bench/results/logs.tmp');
+export const logDir = path.join(RESULTS, 'logs.tmp');
 
 /**
  * Starts a configuration and waits for its first 200 on /health.
@@ -196,18 +217,10 @@ export async function startServer(name, config) {
   fs.closeSync(stderr);
   let exited = null;
   child.once('exit', (code, signal) => { exited = { code, signal }; });
-  // Connect-retry every 2 ms: refused connections come back at once, so the start-up time
-  // is accurate to a few ms. It includes `taskset` exec'ing node (well under 1 ms).
-  for (;;) {
-    if (exited) {
-      throw new Error(`${name} exited during start-up (${JSON.stringify(exited)}):\n${fs.readFileSync(stderrPath, 'utf8').slice(-2000)}`);
-    }
-    if (performance.now() - t0 > 30_000) throw new Error(`${name} did not become healthy within 30 s`);
-    try {
-      const res = await request(port, 'GET', '/health', undefined, 1000);
-      if (res.status === 200) break;
-    } catch { /* not listening yet */ }
-    await sleep(2);
+  // Connect-retry every 2 ms: refused connections come back at once, so the start-up time is
+  // accurate to a few ms. It includes the exec of `taskset` before node.
+  if (!(await waitHealthy(name, port, () => exited, 2))) {
+    throw new Error(`${name} exited during start-up (${JSON.stringify(exited)}):\n${fs.readFileSync(stderrPath, 'utf8').slice(-2000)}`);
   }
   const startupMs = performance.now() - t0;
   return {
@@ -223,6 +236,22 @@ export async function startServer(name, config) {
       return result;
     },
   };
+}
+
+/**
+ * Polls GET /health every `everyMs` until it answers 200 (true) or `exited()` says the process is
+ * gone (false); throws after 30 s.
+ */
+export async function waitHealthy(name, port, exited, everyMs) {
+  const t0 = performance.now();
+  for (;;) {
+    if (exited()) return false;
+    if (performance.now() - t0 > 30_000) throw new Error(`${name} did not answer /health within 30 s`);
+    try {
+      if ((await request(port, 'GET', '/health', undefined, 1000)).status === 200) return true;
+    } catch { /* not listening yet */ }
+    await sleep(everyMs);
+  }
 }
 
 /** The harness's own environment minus anything that would change the servers' behaviour. */

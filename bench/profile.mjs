@@ -9,12 +9,11 @@
 //
 // Writes bench/results/profile-<config>.md (the summary) and keeps the raw .cpuprofile in
 // bench/results/profile.tmp/ (gitignored; open it in Chrome DevTools or speedscope).
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ROOT, PIN, LOAD_CORE, configurations, startSink, startServer, closedLoad, checkResponses, cpuMicros } from './lib.mjs';
+import { RESULTS, ROOT, configurations, pinToLoadCore, startSink, startServer, closedLoad, checkResponses, cpuMicros } from './lib.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -28,19 +27,18 @@ const { values: args } = parseArgs({
   },
 });
 
-const outDir = path.join(ROOT, 'bench/results');
-const profDir = path.join(outDir, 'profile.tmp');
+const profDir = path.join(RESULTS, 'profile.tmp');
 
 async function record() {
-  if (PIN) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  pinToLoadCore();
   fs.rmSync(profDir, { recursive: true, force: true });
   fs.mkdirSync(profDir, { recursive: true });
   const sink = await startSink();
   try {
     const config = configurations(sink.port)[args.config];
     if (!config) throw new Error(`unknown configuration ${args.config}`);
-    // Node's default 1 ms sampling: finer sampling (e.g. 100 µs) doubles the CPU per request
-    // and inflates the share of system calls; many requests per run give enough samples anyway.
+    // Node's default 1 ms sampling: finer sampling costs the server CPU of its own and inflates
+    // the share of system calls; many requests per run give enough samples anyway.
     config.nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-interval=${args.interval}`];
     const server = await startServer(args.config, config);
     await checkResponses(args.config, server.port);
@@ -193,7 +191,7 @@ if (!file) {
 }
 const summary = summarise(JSON.parse(fs.readFileSync(file, 'utf8')), top, recorded?.windowUs);
 const md = markdown(summary, { config: args.config, date: new Date().toISOString(), detail, file: path.relative(ROOT, file) });
-const out = path.join(outDir, `profile-${args.config}.md`);
+const out = path.join(RESULTS, `profile-${args.config}.md`);
 fs.writeFileSync(out, md);
 console.log(md);
 console.error(`wrote ${path.relative(ROOT, out)}`);

@@ -1,0 +1,128 @@
+// One measurement of one configuration: each function starts its own server process, measures,
+// stops it with SIGTERM and returns one sample (with the server's `exit`). See bench/README.md,
+// "How it measures", for the steps and why they are taken.
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  checkResponses, closedLoad, cpuMicros, cpuSplit, max, openLoad, rssMb, scrapeSdkCounters, startServer, withRssSampling,
+} from './lib.mjs';
+
+/**
+ * Starts `name`, runs `measure(server)`, and stops the server whether or not it succeeded. The
+ * sample is what `measure` returned plus the server's exit after SIGTERM.
+ */
+async function withServer(name, config, measure) {
+  const server = await startServer(name, config);
+  let sample;
+  try {
+    sample = await measure(server);
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
+  return { ...sample, exit: await server.stop() };
+}
+
+/** Start-up only: spawn → first 200 on /health, then SIGTERM; no load. */
+export function startupOnly(name, config) {
+  return withServer(name, config, (server) => ({ config: name, startupMs: server.startupMs }));
+}
+
+/**
+ * Closed-loop window of `opts.duration` s after idling and warming up: server CPU (utime+stime
+ * delta) / requests completed in the window, throughput, latency, RSS, and what reached the OTLP
+ * sink from the window.
+ * @param {{idle: number, warmup: number, duration: number, connections: number, smoke: boolean}} opts
+ */
+export function measureClosed(name, config, sink, opts) {
+  return withServer(name, config, async (server) => {
+    await sleep(opts.idle * 1000);
+    const rssIdleMb = rssMb(server.pid);
+    await checkResponses(name, server.port);
+    if (opts.warmup > 0) await closedLoad(server.port, opts.warmup, opts.connections);
+    const sinkBefore = await sink.stats();
+    const cpuBefore = cpuSplit(server.pid);
+    const { result: load, rssPeakMb, rssMedianMb } =
+      await withRssSampling(server.pid, () => closedLoad(server.port, opts.duration, opts.connections));
+    const cpuAfter = cpuSplit(server.pid);
+    const userUs = cpuAfter.user - cpuBefore.user;
+    const sysUs = cpuAfter.sys - cpuBefore.sys;
+    // Spans finished in the window are exported up to the batch delay later: give the batch
+    // processor its default 5 s schedule. A smoke run only needs to see some spans arrive.
+    let sinkAfter = await sink.stats();
+    if (config.traced) {
+      const deadline = performance.now() + 5500;
+      while (performance.now() < deadline && !(opts.smoke && sinkAfter.traces.items > sinkBefore.traces.items)) {
+        await sleep(100);
+        sinkAfter = await sink.stats();
+      }
+    }
+    const sdk = config.scrapeSdk ? await scrapeSdkCounters(server.metricsPort) : undefined;
+    const spans = sinkAfter.traces.items - sinkBefore.traces.items;
+    return {
+      config: name,
+      startupMs: server.startupMs,
+      rssIdleMb,
+      rssPeakMb,
+      rssMedianMb,
+      requests: load.requests,
+      rps: load.rps,
+      p50Ms: load.p50Ms,
+      p99Ms: load.p99Ms,
+      errors: load.errors,
+      cpuUsPerRequest: (userUs + sysUs) / load.requests,
+      // The kernel's share of that CPU: socket reads and writes, mostly (it grows when wrk waits).
+      sysUs: sysUs / load.requests,
+      // Spans that reached the sink from the window (and its last batch after it); warm-up spans
+      // still queued at its start can push it slightly above one per request.
+      spansPerRequest: spans / load.requests,
+      otlpBytesPerRequest: (sinkAfter.traces.bytes - sinkBefore.traces.bytes) / load.requests,
+      otlpMetricsRequests: sinkAfter.metrics.requests - sinkBefore.metrics.requests,
+      otlpLogRecords: sinkAfter.logs.items - sinkBefore.logs.items,
+      sdk,
+    };
+  });
+}
+
+/**
+ * Fixed-rate (open loop) window at `rate` req/s: latency measured from the intended send times.
+ * @param {{warmup: number, duration: number, connections: number}} opts
+ */
+export function measureRate(name, config, rate, opts) {
+  return withServer(name, config, async (server) => {
+    await checkResponses(name, server.port);
+    if (opts.warmup > 0) await closedLoad(server.port, opts.warmup, opts.connections);
+    const cpuBefore = cpuMicros(server.pid);
+    const r = await openLoad(server.port, opts.duration, Math.round(rate));
+    const cpuAfter = cpuMicros(server.pid);
+    return {
+      config: name,
+      targetRps: Math.round(rate),
+      rps: r.rps,
+      p50Ms: r.latency_ms.p50,
+      p99Ms: r.latency_ms.p99,
+      p999Ms: r.latency_ms.p999,
+      maxMs: r.latency_ms.max,
+      serviceP99Ms: r.service_ms.p99,
+      errors: r.errors + r.non2xx,
+      cpuUsPerRequest: (cpuAfter - cpuBefore) / r.requests,
+    };
+  });
+}
+
+/** Sustained closed-loop load for `seconds` with an RSS sample every 5 s: the "no growth" goal. */
+export function soak(name, config, seconds, connections) {
+  return withServer(name, config, async (server) => {
+    const t0 = performance.now();
+    const timeline = [];
+    const timer = setInterval(() => timeline.push({ s: Math.round((performance.now() - t0) / 1000), rssMb: rssMb(server.pid) }), 5000);
+    const cpuBefore = cpuMicros(server.pid);
+    const load = await closedLoad(server.port, seconds, connections).finally(() => clearInterval(timer));
+    const cpuAfter = cpuMicros(server.pid);
+    const at = (s) => timeline.reduce((best, p) => (Math.abs(p.s - s) < Math.abs(best.s - s) ? p : best), timeline[0])?.rssMb;
+    return {
+      config: name, seconds, timeline, rps: load.rps, errors: load.errors,
+      cpuUsPerRequest: (cpuAfter - cpuBefore) / load.requests,
+      rssAt60sMb: at(60), rssAtEndMb: timeline.at(-1)?.rssMb, rssPeakMb: max(timeline.map((p) => p.rssMb)),
+    };
+  });
+}

@@ -1,0 +1,102 @@
+// The Markdown of a result: the tables bench/results/latest.md holds and README.md's Performance
+// section shows. Rendered from the result JSON alone, so `run.mjs --render` can write them again.
+import { AGAINST, max, median, min } from './lib.mjs';
+import { handmadeRow } from './summary.mjs';
+
+/** A number with `d` decimals, or '–' when there is none. */
+export const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '–');
+
+const row = (cells) => `| ${cells.join(' | ')} |`;
+const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
+
+/** The cells of one closed-loop summary, from "CPU µs/request" to "errors". */
+const closedCells = (s) => [
+  `${f(s.cpuUsPerRequest)} (${f(s.cpuUsPerRequestMin)}–${f(s.cpuUsPerRequestMax)})`, f(s.sysUsPerRequest), f(s.cpuRatio, 2),
+  f(s.rps, 0), f(s.p50Ms, 2), f(s.p99Ms, 2), f(s.rssIdleMb, 0), f(s.rssPeakMb, 0), f(s.startupMs, 0),
+  f(s.spansPerRequest, 2), f(s.otlpBytesPerRequest, 0), s.errors,
+];
+
+function closedTable({ meta, summary }) {
+  // The "× current build" column only when the run compared two builds (--against).
+  const ab = meta.configs.some((name) => name.endsWith(AGAINST));
+  const lines = header([
+    'configuration', 'CPU µs/request (min–max)', 'of which kernel', '× plain node:http', ...(ab ? ['× current build'] : []),
+    'req/s', 'p50 ms', 'p99 ms', 'RSS idle MB', 'RSS load MB', 'start-up ms', 'spans/req', 'OTLP B/req', 'errors',
+  ]);
+  const cells = (label, s) => {
+    const c = closedCells(s);
+    return row([label, ...c.slice(0, 3), ...(ab ? [f(s.cpuRatioToCurrent, 2)] : []), ...c.slice(3)]);
+  };
+  for (const name of meta.configs) if (summary[name]?.rounds) lines.push(cells(name, summary[name]));
+  const before = handmadeRow();
+  if (before) {
+    lines.push(cells(`service-full, hand-made tracing before sdk-node (run of ${before.date.slice(0, 10)}, start-up ${f(before.startupRatio, 1)}x plain)`, before.s));
+  }
+  lines.push('');
+  lines.push('Medians over the rounds. "× plain node:http" is the CPU-per-request ratio against plain node:http in the same round, medianed over the rounds. CPU = utime+stime of the server process (all threads) over the measured window ÷ requests completed in it; "of which kernel" is the stime part. Closed loop (wrk, POST /product); latencies at saturation. RSS load = peak VmRSS sampled every 100 ms in the window.');
+  if (ab) lines.push(`"× current build": the same ratio against the same configuration of the current build; \`…${AGAINST}\` = ${meta.against}.`);
+  return lines;
+}
+
+function rateTable({ meta, rate }) {
+  const lines = [
+    `Fixed rate (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time), at ${meta.options.rate ? `${meta.options.rate} req/s` : "half of each configuration's median closed-loop throughput"}; medians over the rounds:`,
+    '',
+    ...header(['configuration', 'target req/s', 'achieved req/s', 'p50 ms', 'p99 ms', 'p99 ms, best round', 'p99.9 ms', 'max ms', 'CPU µs/request', 'errors']),
+  ];
+  for (const name of meta.configs) {
+    const rs = rate.filter((r) => r.config === name);
+    if (!rs.length) continue;
+    const m = (k) => median(rs.map((r) => r[k]));
+    lines.push(row([
+      name, f(m('targetRps'), 0), f(m('rps'), 0), f(m('p50Ms'), 2), f(m('p99Ms'), 2), f(min(rs.map((r) => r.p99Ms)), 2),
+      f(m('p999Ms'), 2), f(m('maxMs'), 1), f(m('cpuUsPerRequest')), rs.reduce((a, r) => a + r.errors, 0),
+    ]));
+  }
+  return lines;
+}
+
+function startupTable({ meta, startups }) {
+  const lines = [
+    `Start-up only (spawn → first 200 on /health, ${meta.options.startup} interleaved samples per configuration, no load):`,
+    '',
+    ...header(['configuration', 'median ms', 'min ms', 'max ms']),
+  ];
+  for (const name of meta.configs) {
+    const xs = startups.filter((x) => x.config === name).map((x) => x.startupMs);
+    lines.push(row([name, f(median(xs), 0), f(min(xs), 0), f(max(xs), 0)]));
+  }
+  return lines;
+}
+
+function soakTable({ soak }) {
+  const lines = header(['soak', 'seconds', 'req/s', 'CPU µs/request', 'RSS at 60 s MB', 'RSS at end MB', 'RSS peak MB']);
+  for (const s of soak) lines.push(row([s.config, s.seconds, f(s.rps, 0), f(s.cpuUsPerRequest), f(s.rssAt60sMb, 0), f(s.rssAtEndMb, 0), f(s.rssPeakMb, 0)]));
+  return lines;
+}
+
+function goalTable({ goals }) {
+  const lines = header(['goal', 'limit', 'measured', 'met']);
+  for (const g of goals) {
+    const measured = g.value === undefined || Number.isNaN(g.value) ? 'not measured' : `${f(g.value, 2)} ${g.unit}`;
+    lines.push(row([g.goal, g.limit, measured, g.met === null ? '–' : g.met ? 'yes' : 'no']));
+  }
+  return lines;
+}
+
+/** The whole Markdown of a result (its `goals` already computed). */
+export function markdown(result) {
+  const { meta, summary, rate, soak, startups } = result;
+  const m = meta.machine;
+  const o = meta.options;
+  const sections = [[
+    `Measured ${meta.date} on ${m.nproc} × ${m.cpu}, ${m.memGb} GiB, Linux ${m.kernel}, Node ${m.node}, ${m.loadGenerator}.`,
+    `Command: \`${meta.command}\` (${o.rounds} rounds × ${o.duration} s, ${o.connections} connections, ${o.warmup} s warm-up; ${m.pinned}).`,
+  ]];
+  if (meta.configs.some((name) => summary[name]?.rounds > 0)) sections.push(closedTable(result));
+  if (rate.length) sections.push(rateTable(result));
+  if (startups.length) sections.push(startupTable(result));
+  if (soak.length) sections.push(soakTable(result));
+  sections.push(goalTable(result));
+  return sections.map((lines) => lines.join('\n')).join('\n\n') + '\n';
+}

@@ -1,0 +1,98 @@
+// From samples to the figures the tables show: medians over the rounds, CPU ratios computed per
+// round (the same round ran under the same machine conditions) and then medianed, and the goals.
+import fs from 'node:fs';
+import path from 'node:path';
+import { AGAINST, RESULTS, max, median, min } from './lib.mjs';
+
+/** The configuration every CPU ratio is taken against. */
+export const BASE = 'plain-http';
+
+/** cpuUsPerRequest(name) / cpuUsPerRequest(base) in each round both ran. */
+function ratiosPerRound(samples, name, base) {
+  const ratios = [];
+  for (const s of samples.filter((x) => x.config === name)) {
+    const b = samples.find((x) => x.config === base && x.round === s.round);
+    if (b) ratios.push(s.cpuUsPerRequest / b.cpuUsPerRequest);
+  }
+  return ratios;
+}
+
+/**
+ * Medians of the closed-loop samples per configuration. A configuration of the other build
+ * (`…@against`) also gets `cpuRatioToCurrent`: its CPU per request against the same configuration
+ * of the current build.
+ */
+export function summarise(samples, names) {
+  /** @type {Record<string, any>} */
+  const summary = {};
+  for (const name of names) {
+    const mine = samples.filter((s) => s.config === name);
+    const col = (k) => mine.map((s) => s[k]);
+    const ratios = ratiosPerRound(samples, name, BASE);
+    summary[name] = {
+      rounds: mine.length,
+      cpuUsPerRequest: median(col('cpuUsPerRequest')),
+      cpuUsPerRequestMin: min(col('cpuUsPerRequest')),
+      cpuUsPerRequestMax: max(col('cpuUsPerRequest')),
+      sysUsPerRequest: median(col('sysUs')),
+      rps: median(col('rps')),
+      p50Ms: median(col('p50Ms')),
+      p99Ms: median(col('p99Ms')),
+      rssIdleMb: median(col('rssIdleMb')),
+      rssPeakMb: median(col('rssPeakMb')),
+      rssPeakMaxMb: max(col('rssPeakMb')),
+      startupMs: median(col('startupMs')),
+      spansPerRequest: median(col('spansPerRequest')),
+      otlpBytesPerRequest: median(col('otlpBytesPerRequest')),
+      errors: col('errors').reduce((a, b) => a + b, 0),
+      cpuRatio: median(ratios),
+      cpuRatios: ratios,
+    };
+    if (name.endsWith(AGAINST)) {
+      const toCurrent = ratiosPerRound(samples, name, name.slice(0, -AGAINST.length));
+      summary[name].cpuRatioToCurrent = median(toCurrent);
+      summary[name].cpuRatiosToCurrent = toCurrent;
+    }
+  }
+  return summary;
+}
+
+/** The goals of the service, each with its limit, the measured value and whether it is met. */
+export function goals(summary, rate, soakResults, startups) {
+  const full = summary['service-full'];
+  const off = summary['service-off'];
+  const rateFull = rate.filter((r) => r.config === 'service-full');
+  const soakFull = soakResults.find((r) => r.config === 'service-full');
+  const g = (goal, limit, value, unit, ok) => ({ goal, limit, value, unit, met: value === undefined || Number.isNaN(value) ? null : ok });
+  // The start-up-only samples when there are any (more of them, no load before), else the rounds'.
+  const startupOf = (name) => {
+    const only = startups.filter((x) => x.config === name).map((x) => x.startupMs);
+    return only.length ? median(only) : summary[name]?.startupMs;
+  };
+  const startupRatio = startupOf('service-full') / startupOf(BASE);
+  return [
+    g('full observability: CPU/request vs plain node:http', '≤ 4.5x', full?.cpuRatio, 'x', full?.cpuRatio <= 4.5),
+    g('observability off: CPU/request vs plain node:http', '≤ 2.5x', off?.cpuRatio, 'x', off?.cpuRatio <= 2.5),
+    g('RSS under full load (peak, worst round)', '≤ 200 MB', full?.rssPeakMaxMb, 'MB', full?.rssPeakMaxMb <= 200),
+    g('RSS growth, minute 1 → end of soak', 'none (≤ 5 %)',
+      soakFull ? soakFull.rssAtEndMb - soakFull.rssAt60sMb : undefined, 'MB',
+      soakFull ? soakFull.rssAtEndMb <= soakFull.rssAt60sMb * 1.05 : null),
+    g('start-up to first healthy /health, tracing on, vs plain node:http', '≤ 8x', startupRatio, 'x', startupRatio <= 8),
+    g('p99 latency at half the max throughput', '< 5 ms', rateFull.length ? median(rateFull.map((r) => r.p99Ms)) : undefined, 'ms',
+      median(rateFull.map((r) => r.p99Ms)) < 5),
+  ];
+}
+
+/**
+ * The service's earlier hand-made tracing, which NodeSDK + auto-instrumentations replaced, as this
+ * harness measured it (bench/results/handmade-tracing.json): one row that shows what the standard
+ * stack costs.
+ */
+export function handmadeRow() {
+  const file = path.join(RESULTS, 'handmade-tracing.json');
+  if (!fs.existsSync(file)) return undefined;
+  const before = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const s = before.summary['service-full'];
+  const startupOnly = (name) => median(before.startups.filter((x) => x.config === name).map((x) => x.startupMs));
+  return { date: before.meta.date, s, startupRatio: startupOnly('service-full') / startupOnly(BASE) };
+}
