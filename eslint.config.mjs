@@ -1,5 +1,6 @@
 // ESLint 10 flat config with typescript-eslint's type-aware rules for the TypeScript sources.
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -19,7 +20,8 @@ export default tseslint.config(
   {
     files: ['**/*.{js,mjs,cjs}'],
     languageOptions: {
-      globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', performance: 'readonly', require: 'readonly', module: 'writable', __dirname: 'readonly', fetch: 'readonly', AbortController: 'readonly', AbortSignal: 'readonly' },
+      // Node's globals (process, Buffer, require, fetch, timers, ...) for the scripts, bench and configs.
+      globals: globals.node,
     },
   },
 );
