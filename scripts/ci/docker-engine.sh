@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure a Docker engine answers on this machine, for the container tests.
+# On GitHub's runners Docker is preinstalled and running, so the workflows do not call this; here,
+# on the Debian VMs .ci/run is written for (no engine, no image registry), it installs Debian's
+# docker.io and starts dockerd.
 # Idempotent: installs Debian's docker.io only when dockerd is missing, starts dockerd only
 # when `docker info` does not answer, and returns as soon as the engine is usable.
 #

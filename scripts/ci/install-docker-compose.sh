@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs Debian's docker-compose (1.29), used by the deploy tests to validate
 # deploy/compose.yaml (`docker-compose config`; no engine is needed for that). Idempotent.
+# Neither GitHub's runners (Compose v2 plugin only) nor the Debian VMs .ci/run is written for have
+# the standalone client, so both install it from the distribution's packages with this script.
 set -eu
 
 if command -v docker-compose >/dev/null 2>&1; then

