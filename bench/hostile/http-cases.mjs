@@ -1,0 +1,244 @@
+// The hostile run's classes 1-6: clients that speak broken, abusive or half-finished HTTP. Each
+// class gets a context (ctx.start starts a service of its own, harness.mjs) and returns table rows
+// {sent, got, failures, rssMb?, details?}.
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { max, rssMb, withRssSampling } from '../lib.mjs';
+import { chunkedUpload, connected, parseResponses, rawCase, rawExchange, writeAllThenRead } from './clients.mjs';
+import { MB, health, metricSum, runWorker, startHealthProbe, tally } from './harness.mjs';
+
+/** 1. Framing that two parsers could read differently: the bytes after the first request must never be served. */
+export async function requestSmuggling(ctx) {
+  // At debug the service logs the parser's error code with each refusal: recorded with the answer.
+  const svc = await ctx.start('smuggling', { LOG_LEVEL: 'debug' });
+  // Answered as a second response only if the bytes before it were framed differently than sent.
+  const next = 'GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n';
+  const post = 'POST /product HTTP/1.1\r\nHost: localhost\r\n';
+  const cases = [
+    ['`Content-Length: 4` and `Transfer-Encoding: chunked`, then a GET', `${post}Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${next}`],
+    ['`Content-Length: 5` and `Content-Length: 6`, then a GET', `${post}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!${next}`],
+    ['`Transfer-Encoding: chunked, identity`, then a GET', `${post}Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${next}`],
+    ['`Transfer-Encoding : chunked` (space before the colon), then a GET', `${post}Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n${next}`],
+    ['`Transfer-Encoding: \\x0bchunked` (vertical tab), then a GET', `${post}Transfer-Encoding: \x0bchunked\r\n\r\n0\r\n\r\n${next}`],
+    ['bare LF line endings, then a GET', `POST /product HTTP/1.1\nHost: localhost\nContent-Length: 0\n\n${next}`],
+  ];
+  const rows = [];
+  for (const [sent, payload] of cases) {
+    const seen = svc.logLines().length;
+    const row = await rawCase(svc.port, { sent, payload, status: 400 });
+    await sleep(400); // log lines reach stdout within 250 ms
+    const codes = svc.logLines().slice(seen).map((l) => l.code).filter(Boolean);
+    if (codes.length) row.got += ` (parser: ${codes.join(', ')})`;
+    rows.push(row);
+  }
+  return rows;
+}
+
+/** 2. Requests Node's parser lets through but HTTP/1.1 refuses, and HTTP/1.0 with chunked framing. */
+export async function httpEdgeCases(ctx) {
+  const svc = await ctx.start('edge-cases');
+  const cases = [
+    { sent: '`GET /health HTTP/1.1` without Host', payload: 'GET /health HTTP/1.1\r\n\r\n', status: 400, mustClose: false },
+    { sent: '`GET /health` with two Host headers', payload: 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', status: 400, mustClose: false },
+    { sent: '`GET /health HTTP/2.0`', payload: 'GET /health HTTP/2.0\r\nHost: localhost\r\n\r\n', status: 505, mustClose: false },
+    { sent: '`POST /product` with `Expect: bogus`', payload: 'POST /product HTTP/1.1\r\nHost: localhost\r\nExpect: bogus\r\nContent-Length: 0\r\n\r\n', status: 417, mustClose: false },
+    { sent: '`CONNECT example.com:443 HTTP/1.1`', payload: 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', status: 405 },
+    {
+      sent: '`POST /product HTTP/1.0` with `Transfer-Encoding: chunked`',
+      payload: 'POST /product HTTP/1.0\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
+      status: 400,
+    },
+  ];
+  const rows = [];
+  for (const c of cases) rows.push(await rawCase(svc.port, c));
+  return rows;
+}
+
+/**
+ * 3. Clients that pipeline without ever reading: the answers would pile up in the server's memory.
+ * First 40 connections that stay (the adversarial run's case), then 40 that reconnect at once
+ * whenever the server closes them: a connection-rate flood, which no setting inside one process
+ * absorbs (the ingress's connection limits do), recorded to show where that limit is.
+ */
+export async function pipeliningFlood(ctx) {
+  const rows = [];
+  for (const reconnect of [false, true]) {
+    const svc = await ctx.start(`pipelining${reconnect ? '-reconnecting' : ''}`);
+    const probe = startHealthProbe(svc.port);
+    const flood = await runWorker('pipeline-flood', { port: svc.port, connections: 40, seconds: 8, reconnect });
+    const h = await probe.stop();
+    const peak = svc.peakRssMb();
+    rows.push({
+      sent: `40 connections pipelining \`POST /product\` for 8 s, never reading${reconnect ? ', reconnecting at once when closed' : ''}`,
+      got: `${flood.requestsWritten} requests written (${(flood.bytesWritten / MB).toFixed(0)} MB) on ${flood.opened} connections, ${flood.closedByServer} closed by the server; ${health(h)}`,
+      failures: reconnect
+        ? [...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`])]
+        : [
+            ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
+            ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+          ],
+      rssMb: peak,
+      details: { flood, health: h },
+    });
+  }
+  return rows;
+}
+
+/** 4. Connections held open for free: 500 trickling their headers, 5000 saying nothing. */
+export async function slowlorisAndIdle(ctx) {
+  const svc = await ctx.start('slowloris');
+  const t0 = performance.now();
+  const track = (socket) => {
+    const c = { socket, answer: '', closedAfterS: NaN, connectedAt: performance.now() };
+    socket.on('data', (d) => { c.answer += d.toString('latin1'); });
+    socket.on('error', () => {});
+    socket.on('close', () => { c.closedAfterS = (performance.now() - c.connectedAt) / 1000; });
+    return c;
+  };
+  const open = async (n) => {
+    const all = [];
+    // 250 at a time: a burst of thousands of SYNs overflows the accept backlog and costs 1 s retries.
+    for (let i = 0; i < n; i += 250) {
+      const batch = Array.from({ length: Math.min(250, n - i) }, () => net.connect(svc.port, '127.0.0.1'));
+      await Promise.all(batch.map(connected));
+      all.push(...batch.map(track));
+    }
+    return all;
+  };
+  const probe = startHealthProbe(svc.port);
+  const header = 'GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ' + 'a'.repeat(100);
+  const trickling = await open(500);
+  let sentBytes = 0;
+  const trickle = setInterval(() => {
+    sentBytes++;
+    for (const c of trickling) if (!c.socket.destroyed) c.socket.write(header[Math.min(sentBytes, header.length - 1)]);
+  }, 1000);
+  trickling.forEach((c) => c.socket.write(header[0]));
+  const idle = await open(5000);
+  const openedS = (performance.now() - t0) / 1000;
+  // headersTimeout is 20 s and Node checks it every 5 s: everything should be cut off by ~25 s.
+  const deadline = t0 + 27_000;
+  while (performance.now() < deadline && [...trickling, ...idle].some((c) => !c.socket.destroyed)) await sleep(250);
+  clearInterval(trickle);
+  const h = await probe.stop();
+  const summary = (conns) => {
+    const closed = conns.filter((c) => Number.isFinite(c.closedAfterS));
+    const statuses = {};
+    for (const c of closed) {
+      const status = c.answer ? (parseResponses(c.answer)[0]?.status ?? 'garbled') : 'none';
+      statuses[status] = (statuses[status] ?? 0) + 1;
+    }
+    return { closed: closed.length, statuses, closedAfterS: { min: Math.min(...closed.map((c) => c.closedAfterS)), max: max(closed.map((c) => c.closedAfterS)) } };
+  };
+  const t = summary(trickling);
+  const i = summary(idle);
+  for (const c of [...trickling, ...idle]) c.socket.destroy();
+  const statusText = (s) => Object.entries(s.statuses).map(([k, v]) => `${v}× ${k}`).join(', ') || 'none';
+  const span = (s) => (s.closed ? `after ${s.closedAfterS.min.toFixed(0)}–${s.closedAfterS.max.toFixed(0)} s` : '');
+  const peak = svc.peakRssMb();
+  return [{
+    sent: `500 connections trickling headers 1 byte/s + 5000 idle connections (all open in ${openedS.toFixed(1)} s), watched ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+    got: `trickling: ${t.closed}/500 closed ${span(t)} (${statusText(t)}); idle: ${i.closed}/5000 closed ${span(i)} (${statusText(i)}); ${health(h)}`,
+    failures: [
+      ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+      ...(t.closed === 500 && t.statuses[408] === 500 ? [] : ['not every trickling connection got 408']),
+      ...(i.closed === 5000 ? [] : [`${5000 - i.closed} idle connections still open`]),
+      ...(peak < 300 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 300 MB`]),
+    ],
+    details: { trickling: t, idle: i, health: h },
+  }];
+}
+
+/** 5. Bodies over BODY_LIMIT (1 MB): refused early, never buffered, and the refusal reaches the client. */
+export async function oversizedBodies(ctx) {
+  const rows = [];
+
+  // A 100 MB chunked upload, reading while writing (as a streaming client does).
+  {
+    const svc = await ctx.start('oversized-chunked');
+    const before = rssMb(svc.pid);
+    const { result: r, rssPeakMb: peak, samples } = await withRssSampling(svc.pid, () => chunkedUpload(svc.port, 100 * MB));
+    const status = parseResponses(r.answer)[0]?.status;
+    rows.push({
+      sent: '100 MB chunked `POST /product` in 64 KB chunks, reading, but sending on after the answer',
+      got: `${status ?? 'no answer'} after ${(r.bytesSentAtAnswer / MB).toFixed(1)} MB sent, FIN after ${(r.bytesSentAtFin / MB).toFixed(1)} MB; ${r.ending} at ${(r.bytesSent / MB).toFixed(1)} MB; RSS ${before.toFixed(0)} MB before, peak ${peak.toFixed(0)} MB during`,
+      failures: [
+        ...(status === 413 ? [] : ['expected 413']),
+        // Flat: well under the upload. The bytes the server reads and discards arrive in 64 KB
+        // buffers that are garbage until V8's next collection, so some growth is expected.
+        ...(peak - before < 50 ? [] : [`RSS grew ${(peak - before).toFixed(0)} MB (≥ 50)`]),
+      ],
+      rssMb: peak,
+      details: { ...r, answer: r.answer.slice(0, 300), rssBeforeMb: before, rssSamplesMb: samples.map((x) => Math.round(x)) },
+    });
+  }
+
+  // 20 naive clients: the whole 20 MB body first, and only then read.
+  {
+    const svc = await ctx.start('oversized-naive');
+    const results = await Promise.all(Array.from({ length: 20 }, () => writeAllThenRead(svc.port, 20 * MB)));
+    const got413 = results.filter((r) => parseResponses(r.answer)[0]?.status === 413).length;
+    const endings = tally(results.map((r) => r.ending));
+    rows.push({
+      sent: '20 clients × 20 MB body with `Content-Length`, writing all of it before reading',
+      got: `${got413}/20 read the 413; ${Object.entries(endings).map(([k, v]) => `${v}× ${k}`).join(', ')}`,
+      failures: got413 === 20 ? [] : [`${20 - got413} of 20 never saw the 413`],
+      rssMb: svc.peakRssMb(),
+      details: { endings, bytesSent: results.map((r) => r.bytesSent) },
+    });
+  }
+
+  // 50 clients that wait for 100 Continue before sending an over-limit body.
+  {
+    const svc = await ctx.start('oversized-expect');
+    const payload = 'POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10485760\r\nExpect: 100-continue\r\n\r\n';
+    const exchanges = await Promise.all(Array.from({ length: 50 }, () => rawExchange(svc.port, payload, { waitMs: 3000 })));
+    const answers = exchanges.map((e) => parseResponses(e.raw));
+    const continued = answers.filter((a) => a.some((res) => res.status === 100)).length;
+    const refused = answers.filter((a) => a.some((res) => res.status === 413)).length;
+    rows.push({
+      sent: '50 clients: `Expect: 100-continue` with `Content-Length: 10485760`, headers only',
+      got: `${continued}/50 got 100 Continue, ${refused}/50 got 413; ${tally(exchanges.map((e) => e.closed ?? 'left open'))['FIN'] ?? 0}/50 closed`,
+      failures: [
+        ...(continued === 0 ? [] : [`${continued} were asked for the body`]),
+        ...(refused === 50 ? [] : [`${50 - refused} got no 413`]),
+      ],
+      rssMb: svc.peakRssMb(),
+    });
+  }
+  return rows;
+}
+
+
+/** 6. Clients that go away mid-body: not the server's fault, so no 5xx and no error log, but counted as 499. */
+export async function clientDrops(ctx) {
+  const svc = await ctx.start('client-drops');
+  const head = 'POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\n';
+  await Promise.all(Array.from({ length: 200 }, async (_, i) => {
+    const socket = net.connect(svc.port, '127.0.0.1');
+    socket.on('error', () => {});
+    await connected(socket);
+    socket.write(head + 'x'.repeat(500));
+    await sleep(50); // the request reaches the application before the client leaves
+    // Half close politely (FIN), half abort (RST): the two ways a client disappears.
+    if (i % 2 === 0) socket.destroy();
+    else socket.resetAndDestroy();
+  }));
+  await sleep(500);
+  const text = await svc.metrics();
+  const series = { http_request_method: /^POST$/, http_route: /^\/product$/ };
+  const fiveXx = metricSum(text, 'http_server_request_duration_seconds_count', { ...series, http_response_status_code: /^5\d\d$/ });
+  const c499 = metricSum(text, 'http_server_request_duration_seconds_count', { ...series, http_response_status_code: /^499$/ });
+  const errorLines = svc.logLines().filter((l) => l.level === 'error' || l.level === 'fatal');
+  return [{
+    sent: '200 clients: `Content-Length: 1000`, 500 bytes, then 100 close (FIN) and 100 reset (RST)',
+    got: `POST /product 5xx: ${fiveXx}, 499: ${c499}; ${errorLines.length} error/fatal log lines`,
+    failures: [
+      ...(fiveXx === 0 ? [] : [`${fiveXx} counted as 5xx`]),
+      ...(c499 === 200 ? [] : [`499 counts ${c499}, not 200`]),
+      ...(errorLines.length === 0 ? [] : [`error log: ${JSON.stringify(errorLines[0]).slice(0, 120)}`]),
+    ],
+    details: { fiveXx, c499, errorLines: errorLines.slice(0, 5) },
+  }];
+}
+
