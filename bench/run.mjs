@@ -74,7 +74,7 @@ const opts = {
   // With --against, each service configuration is followed by the same one of the other build.
   configs: args.against ? configs.flatMap((n) => (SERVICE_CONFIGS.includes(n) ? [n, `${n}${AGAINST}`] : [n])) : configs,
   // Only a full run of this build replaces the committed results; *.tmp is gitignored.
-  out: path.resolve(ROOT, args.out ?? (smoke ? 'bench/results/smoke.tmp' : args.against ? 'bench/results/ab.tmp' : 'bench/results')),
+  out: args.out ? path.resolve(ROOT, args.out) : path.join(RESULTS, smoke ? 'smoke.tmp' : args.against ? 'ab.tmp' : ''),
 };
 
 /** The Markdown block in the repository's README that a full run rewrites. */

@@ -1,4 +1,4 @@
-// Start-up only (issue #11): spawn → first 200 on GET /health, for plain node:http and for the
+// Start-up only: spawn → first 200 on GET /health, for plain node:http and for the
 // service with tracing off, on without the bundle, on with it, each with and without Node's
 // compile cache. Configurations are interleaved (A B C … A B C …) because this machine is shared
 // and noisy; the summary gives medians and the ratio to plain node:http's median of the same run,
@@ -9,17 +9,16 @@
 //       [--flags=--max-semi-space-size=8]   (adds bundled+cache+flags: the same with these node flags)
 //
 // The service runs from copies of dist/ in bench/results/startup.tmp/ (gitignored): `bundled` as
-// built, `unbundled` without dist/observability/telemetry.bundle.js (main.js then requires dist/observability/telemetry.js and
-// the SDK from node_modules, as before the bundle). Tracing on = an OTLP endpoint on a closed
+// built, `unbundled` without dist/observability/telemetry.bundle.js (main.js then requires
+// dist/observability/telemetry.js and the SDK from node_modules). Tracing on = an OTLP endpoint on a closed
 // local port, so the exporter is configured (nothing listens there; no span is sent at start-up).
 // Node's compile cache is emptied, then filled by one untimed start (as the image build does);
 // "no cache" configurations run with NODE_DISABLE_COMPILE_CACHE=1.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ROOT, PIN, LOAD_CORE, cpuMicros, freePorts, median, min, max, rssMb, startServer } from './lib.mjs';
+import { PIN, RESULTS, ROOT, cpuMicros, freePorts, median, min, max, pinToLoadCore, rssMb, snapshotService, startServer } from './lib.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -30,16 +29,14 @@ const { values: args } = parseArgs({
   },
 });
 
-const TMP = path.join(ROOT, 'bench/results/startup.tmp');
+const TMP = path.join(RESULTS, 'startup.tmp');
 const BUNDLE = 'observability/telemetry.bundle.js';
 
 function prepare() {
   if (!fs.existsSync(path.join(ROOT, 'dist', BUNDLE))) throw new Error(`dist/${BUNDLE} is missing: run npm run build first`);
   fs.rmSync(TMP, { recursive: true, force: true });
   for (const variant of ['bundled', 'unbundled']) {
-    const dir = path.join(TMP, variant);
-    fs.cpSync(path.join(ROOT, 'dist'), path.join(dir, 'dist'), { recursive: true });
-    fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+    const dir = snapshotService(`startup.tmp/${variant}`);
     if (variant === 'unbundled') fs.rmSync(path.join(dir, 'dist', BUNDLE));
   }
   fs.mkdirSync(path.join(TMP, 'cache'));
@@ -80,7 +77,7 @@ async function once(name, config) {
 }
 
 async function main() {
-  if (PIN) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
+  pinToLoadCore();
   prepare();
   const [closedPort] = await freePorts(1);
   const all = configurations(closedPort);

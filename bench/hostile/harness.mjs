@@ -38,8 +38,8 @@ function execSleep(ms) {
 
 /**
  * The chart's NODE_OPTIONS as they act in its pod: `--max-old-space-size-percentage=60` of the
- * 384 Mi memory limit, and 16 MiB semi-spaces. This machine puts the service in no memory cgroup,
- * where the percentage would apply to the host's 24 GiB, so the pod's heap is written out.
+ * 384 Mi memory limit, and 16 MiB semi-spaces. The harness puts the service in no memory cgroup,
+ * where the percentage would apply to the host's memory, so the pod's heap is written out.
  */
 export const POD_HEAP = '--max-old-space-size=230 --max-semi-space-size=16';
 

@@ -56,9 +56,9 @@ export async function httpEdgeCases(ctx) {
 
 /**
  * 3. Clients that pipeline without ever reading: the answers would pile up in the server's memory.
- * First 40 connections that stay (the adversarial run's case), then 40 that reconnect at once
- * whenever the server closes them: a connection-rate flood, which no setting inside one process
- * absorbs (the ingress's connection limits do), recorded to show where that limit is.
+ * First 40 connections that stay, then 40 that reconnect at once whenever the server closes them:
+ * a connection-rate flood, which no setting inside one process absorbs (the ingress's connection
+ * limits do), recorded to show where that limit is.
  */
 export async function pipeliningFlood(ctx) {
   const rows = [];
