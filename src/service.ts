@@ -19,7 +19,7 @@ export interface ServiceDependencies {
   config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit'>;
   logger: Logger;
   metrics: Metrics;
-  /** Draws product ids; the spec's range by default. Tests replace it to provoke failures. */
+  /** Draws product ids; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
   issueProductId?: AppDependencies['issueProductId'];
   /** The API server's limits; production's unless given (tests shorten them). */
   apiServerOptions?: ApiServerOptions;

@@ -16,7 +16,7 @@ export class ConnectionClosed extends Error {
 
 /**
  * Reads the request body to its end and throws it away, counting bytes as they stream, so that
- * any body is accepted (the spec never interprets it) while nothing is buffered or parsed.
+ * any body is accepted (the API never interprets it) while nothing is buffered or parsed.
  * Rejects with 413 as soon as the body (or its announced Content-Length) is larger than `limit`,
  * before 100 Continue is sent to a client that waits for it; rejects with ConnectionClosed when
  * the connection closes first, or cannot carry an answer any more once the body has arrived.

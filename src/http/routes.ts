@@ -9,7 +9,7 @@ export interface RouteDependencies {
   bodyLimit: number;
   /** Called once per id issued (counts product_ids_issued_total). */
   onProductIdIssued: () => void;
-  /** Draws a product id; the spec's range by default. Tests replace it to provoke failures. */
+  /** Draws a product id; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
   issueProductId?: () => number;
 }
 
@@ -23,7 +23,7 @@ export function createRouter(deps: RouteDependencies): Router {
   const router = new Router({ methods: [...METHODS] });
 
   router.post('/product', async (ctx) => {
-    // The spec never interprets the body; it is read to its end (and the size limit enforced)
+    // The API never interprets the body; it is read to its end (and the size limit enforced)
     // before the id is issued, so an id is only counted for a request that was fully received
     // on a connection that can still carry the answer.
     await drainRequestBody(ctx.req, ctx.res, deps.bodyLimit);

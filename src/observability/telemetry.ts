@@ -5,7 +5,8 @@
  * and pino as they are required, then hands the returned Telemetry to the service.
  *
  * - What is instrumented: http (the server span of each request, named `METHOD route`, and client
- *   spans for outgoing calls), koa (the route of the span; no span per middleware) and pino
+ *   spans for outgoing calls), koa (patched, but with its middleware and router layers ignored
+ *   it makes no spans; the route of the server span comes from http/middleware.ts) and pino
  *   (trace_id, span_id and trace_flags in every log line written inside a request).
  * - What is exported: traces only, when an OTLP endpoint or OTEL_TRACES_EXPORTER is set.
  *   Metrics are served by prom-client on the metrics port and logs go to stdout.
