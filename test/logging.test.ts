@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { startInProcess } from './support/in-process';
-import { freePort, MAIN, ROOT, startService } from './support/service-process';
+import { MAIN, ROOT } from './support/paths';
+import { freePort, startService } from './support/service-process';
 
 const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
 const VERSION = PACKAGE.version;

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
-import { ROOT, startService, type ServiceProcess } from './support/service-process';
+import { ROOT } from './support/paths';
+import { startService, type ServiceProcess } from './support/service-process';
 
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';

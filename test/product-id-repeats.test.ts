@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from './support/service-process';
+import { ROOT } from './support/paths';
 
 /** How many values randomProductId draws from: [1, 2147483646]. */
 const ID_VALUES = 2147483646;

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
-import { freePort, MAIN, ROOT } from './support/service-process';
+import { MAIN, ROOT } from './support/paths';
+import { freePort } from './support/service-process';
 
 const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
 const DROPPED_MSG = 'log lines dropped while stdout was blocked';

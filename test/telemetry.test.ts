@@ -10,7 +10,8 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan, type ReceiverMode, type ReceiverOptions } from './support/otlp-receiver';
-import { freePort, ROOT, startService, type ServiceProcess } from './support/service-process';
+import { ROOT } from './support/paths';
+import { freePort, startService, type ServiceProcess } from './support/service-process';
 
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 /** OTLP's SpanKind.SERVER and StatusCode.ERROR. */

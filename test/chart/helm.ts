@@ -1,7 +1,7 @@
 // Runs the real helm binary (installed by scripts/ci/install-helm.sh) over the chart.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { IConfigMap, IContainer, IPod, IService, IServiceAccount } from 'kubernetes-models/v1';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -11,10 +11,10 @@ import type { IIngress, INetworkPolicy } from 'kubernetes-models/networking.k8s.
 import type { IPrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 import type { IServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import type { IHTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
+import { ROOT } from '../support/paths';
 
-export const repoRoot = resolve(__dirname, '../..');
-export const chartDir = join(repoRoot, 'helm/product-service');
-export const helmBin = join(repoRoot, '.tools/bin/helm');
+export const chartDir = join(ROOT, 'helm/product-service');
+export const helmBin = join(ROOT, '.tools/bin/helm');
 
 export interface Run {
   status: number | null;
@@ -29,7 +29,7 @@ export function requireHelm(): void {
   }
 }
 
-export function helm(args: string[], cwd = repoRoot): Run {
+export function helm(args: string[], cwd = ROOT): Run {
   requireHelm();
   const run = spawnSync(helmBin, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (run.error) throw run.error;

@@ -5,7 +5,8 @@ import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { chartDir, helm, must, repoRoot, valueSets } from './helm';
+import { ROOT } from '../support/paths';
+import { chartDir, helm, must, valueSets } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -68,13 +69,13 @@ describe('helm package', () => {
 
   it('stores the contents of the deploy/ rules and dashboards, without the rule unit tests', () => {
     const files = packagedFiles();
-    const rulesDir = join(repoRoot, 'deploy/prometheus/rules');
+    const rulesDir = join(ROOT, 'deploy/prometheus/rules');
     for (const f of readdirSync(rulesDir)) {
       const packaged = files.get(`product-service/files/prometheus-rules/${f}`);
       if (f.endsWith('.test.yaml')) expect(packaged, f).toBeUndefined();
       else expect(packaged, f).toBe(readFileSync(join(rulesDir, f), 'utf8'));
     }
-    const dashboardsDir = join(repoRoot, 'deploy/grafana/dashboards');
+    const dashboardsDir = join(ROOT, 'deploy/grafana/dashboards');
     for (const f of readdirSync(dashboardsDir)) {
       expect(files.get(`product-service/files/grafana-dashboards/${f}`), f).toBe(readFileSync(join(dashboardsDir, f), 'utf8'));
     }
@@ -92,8 +93,8 @@ describe('helm package', () => {
 });
 
 describe('README parameters table', () => {
-  const readmeScript = join(repoRoot, 'scripts/chart-readme.mjs');
-  const node = (args: string[]) => spawnSync(process.execPath, [readmeScript, ...args], { cwd: repoRoot, encoding: 'utf8' });
+  const readmeScript = join(ROOT, 'scripts/chart-readme.mjs');
+  const node = (args: string[]) => spawnSync(process.execPath, [readmeScript, ...args], { cwd: ROOT, encoding: 'utf8' });
 
   it('is current with values.yaml', () => {
     const run = node(['--check']);

@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { IContainer, IPodSpec, IProbe } from 'kubernetes-models/v1';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import { chartDir, findOne, helm, mainContainer, must, ofKind, podSpecOf, repoRoot, template, valueSets, type K8sObject } from './helm';
+import { ROOT } from '../support/paths';
+import { chartDir, findOne, helm, mainContainer, must, ofKind, podSpecOf, template, valueSets, type K8sObject } from './helm';
 import { validateObject } from './validate';
 
 const chart = parse(readFileSync(join(chartDir, 'Chart.yaml'), 'utf8')) as { version: string; appVersion: string };
@@ -322,8 +323,8 @@ describe('guards that refuse unsafe values', () => {
 
 describe('monitoring objects read deploy/, the one source', () => {
   const objects = template(['--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true']);
-  const rulesDir = join(repoRoot, 'deploy/prometheus/rules');
-  const dashboardsDir = join(repoRoot, 'deploy/grafana/dashboards');
+  const rulesDir = join(ROOT, 'deploy/prometheus/rules');
+  const dashboardsDir = join(ROOT, 'deploy/grafana/dashboards');
 
   it('puts every rule group of deploy/prometheus/rules/*.yaml, and no unit test, in the PrometheusRule', () => {
     const files = readdirSync(rulesDir).filter((f) => f.endsWith('.yaml') && !f.endsWith('.test.yaml')).sort();

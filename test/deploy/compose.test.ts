@@ -2,7 +2,8 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseDocument } from 'yaml';
-import { COMPOSE, PROMETHEUS_INSTALL, ROOT, requireTool, ruleFiles, run } from './tools';
+import { ROOT } from '../support/paths';
+import { COMPOSE, PROMETHEUS_INSTALL, requireTool, ruleFiles, run } from './tools';
 
 // No image can be pulled on these machines, so the local stack is proven without running it:
 // Compose resolves the file, every mounted config file parses, promtool validates Prometheus'

@@ -7,8 +7,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
+import { MAIN } from '../support/paths';
 import { freePort, startService, type ServiceProcess } from '../support/service-process';
-import { PROMETHEUS_INSTALL, ROOT, interpolate, loadDashboard, promTargets, requireTool, ruleFiles, run } from './tools';
+import { PROMETHEUS_INSTALL, interpolate, loadDashboard, promTargets, requireTool, ruleFiles, run } from './tools';
 
 // The whole observability path on real parts: the built service (started as in production,
 // `node dist/main.js`) exports spans to an OTLP/HTTP receiver standing in for the collector
@@ -73,7 +74,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   beforeAll(async () => {
     const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
     const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
-    if (!existsSync(join(ROOT, 'dist', 'main.js'))) throw new Error('dist/main.js is missing: run `npm run build` first');
+    if (!existsSync(MAIN)) throw new Error('dist/main.js is missing: run `npm run build` first');
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
 
     receiver = await startOtlpReceiver();

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ROOT } from '../support/paths';
 
-export const ROOT = join(__dirname, '..', '..');
 export const RULES_DIR = join(ROOT, 'deploy', 'prometheus', 'rules');
 export const DASHBOARD = join(ROOT, 'deploy', 'grafana', 'dashboards', 'product-service.json');
 export const RUNBOOK = join(ROOT, 'docs', 'runbook.md');

@@ -1,11 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
-import { join } from 'node:path';
-
-export const ROOT = join(__dirname, '..', '..');
-/** The production entry point: telemetry first, then the service. */
-export const MAIN = join(ROOT, 'dist', 'main.js');
+import { MAIN, ROOT } from './paths';
 
 /** A port that was free a moment ago (the OS picks it); good enough on a test machine. */
 export async function freePort(): Promise<number> {
