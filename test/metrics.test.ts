@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
 import { ROOT } from './support/paths';
@@ -15,24 +16,6 @@ const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as
 const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
 const OPENMETRICS = 'application/openmetrics-text';
 const SEMCONV_BUCKETS = ['0.005', '0.01', '0.025', '0.05', '0.075', '0.1', '0.25', '0.5', '0.75', '1', '2.5', '5', '7.5', '10', '+Inf'];
-
-/** The value of one sample in an exposition, or undefined when the series is absent. */
-function sample(exposition: string, series: string): number | undefined {
-  const line = exposition.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1).split(' ')[0]);
-}
-
-/** The sample lines of `metric` (name exactly, or name plus a suffix such as _bucket) as name, labels and value. */
-function series(exposition: string, name: string): Array<{ name: string; labels: Record<string, string>; value: number; rest: string }> {
-  const pattern = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*?)\})? (\S+)(.*)$/;
-  return exposition.split('\n').flatMap((line) => {
-    const match = pattern.exec(line);
-    if (match === null || !match[1]?.startsWith(name)) return [];
-    const labels: Record<string, string> = {};
-    for (const [, key = '', value = ''] of (match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)) labels[key] = value;
-    return [{ name: match[1], labels, value: Number(match[3]), rest: match[4] ?? '' }];
-  });
-}
 
 const post = (baseUrl: string, path = '/product', init: RequestInit = {}): Promise<Response> =>
   fetch(`${baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}', ...init });
@@ -47,7 +30,7 @@ describe('counting, in-process', () => {
 
   it('product_ids_issued_total equals the number of 201 answers, and nothing else increments it', async () => {
     const exposition = async (): Promise<string> => (await svc.metrics.render(undefined)).body;
-    expect(sample(await exposition(), 'product_ids_issued_total')).toBe(0);
+    expect(sampleValue(await exposition(), 'product_ids_issued_total')).toBe(0);
 
     const statuses: number[] = [];
     for (let i = 0; i < 7; i += 1) statuses.push((await post(svc.baseUrl)).status);
@@ -58,7 +41,7 @@ describe('counting, in-process', () => {
     statuses.push((await fetch(`${svc.baseUrl}/health`)).status);
     expect(statuses).toEqual([201, 201, 201, 201, 201, 201, 201, 413, 405, 405, 404, 200]);
 
-    expect(sample(await exposition(), 'product_ids_issued_total')).toBe(7);
+    expect(sampleValue(await exposition(), 'product_ids_issued_total')).toBe(7);
   });
 
   it('http_server_request_duration_seconds: semconv labels and buckets, "unmatched" instead of unknown paths', async () => {
@@ -71,23 +54,21 @@ describe('counting, in-process', () => {
     await post(svc.baseUrl, '/product/random-abc-4712');
     const { body } = await svc.metrics.render(undefined);
 
-    const counts = series(body, 'http_server_request_duration_seconds_count');
+    const counts = samples(body, 'http_server_request_duration_seconds_count');
     expect(counts.length).toBeGreaterThan(0);
     for (const { labels } of counts) {
       expect(Object.keys(labels).sort()).toEqual(['http_request_method', 'http_response_status_code', 'http_route']);
       expect(['/product', '/health', 'unmatched']).toContain(labels.http_route);
     }
-    const count = (method: string, route: string, status: string): number | undefined =>
-      counts.find(({ labels }) => labels.http_request_method === method && labels.http_route === route && labels.http_response_status_code === status)?.value;
-    expect(count('POST', '/product', '201')).toBeGreaterThanOrEqual(1);
-    expect(count('GET', '/health', '200')).toBeGreaterThanOrEqual(1);
-    expect(count('GET', 'unmatched', '404')).toBe(1);
-    expect(count('POST', 'unmatched', '404')).toBe(1);
+    expect(requestCount(body, 'POST', '/product', 201)).toBeGreaterThanOrEqual(1);
+    expect(requestCount(body, 'GET', '/health', 200)).toBeGreaterThanOrEqual(1);
+    expect(requestCount(body, 'GET', 'unmatched', 404)).toBe(1);
+    expect(requestCount(body, 'POST', 'unmatched', 404)).toBe(1);
     // A raw path as a label value would make every scanner's URL a new series.
     expect(body).not.toContain('random-xyz');
     expect(body).not.toContain('random-abc');
 
-    const buckets = series(body, 'http_server_request_duration_seconds_bucket').filter(
+    const buckets = samples(body, 'http_server_request_duration_seconds_bucket').filter(
       ({ labels }) => labels.http_route === '/product' && labels.http_response_status_code === '201',
     );
     expect(buckets.map(({ labels }) => labels.le)).toEqual(SEMCONV_BUCKETS);
@@ -129,12 +110,12 @@ describe('the built service', () => {
   });
 
   it('includes process and Node.js metrics and the build info', async () => {
-    const body = await (await fetch(svc.metricsUrl)).text();
+    const body = await scrape(svc.metricsUrl);
     for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds']) {
-      expect(sample(body, name), name).toBeGreaterThan(0);
+      expect(sampleValue(body, name), name).toBeGreaterThan(0);
     }
     expect(body).toMatch(/^# TYPE nodejs_gc_duration_seconds histogram$/m);
-    const [buildInfo, ...more] = series(body, 'product_service_build_info');
+    const [buildInfo, ...more] = samples(body, 'product_service_build_info');
     expect(more).toEqual([]);
     expect(buildInfo?.labels).toMatchObject({ version: VERSION, nodejs_version: process.version });
     expect(buildInfo?.labels.revision).toBeTruthy();
@@ -149,7 +130,7 @@ describe('the built service', () => {
     expect(body).not.toContain('# EOF');
     expect(body).not.toContain('trace_id');
     expect(body).not.toMatch(/ # \{/);
-    expect(sample(body, 'product_ids_issued_total')).toBeGreaterThan(0);
+    expect(sampleValue(body, 'product_ids_issued_total')).toBeGreaterThan(0);
   });
 
   it('answers OpenMetrics with trace exemplars when asked, and plain text still has counters afterwards', async () => {
@@ -165,7 +146,7 @@ describe('the built service', () => {
     expect(response.headers.get('content-type')).toMatch(/^application\/openmetrics-text; version=1\.0\.0/);
     const body = await response.text();
     expect(body.endsWith('# EOF\n')).toBe(true);
-    const withExemplar = series(body, 'http_server_request_duration_seconds_bucket').filter(
+    const withExemplar = samples(body, 'http_server_request_duration_seconds_bucket').filter(
       ({ labels, rest }) => labels.http_route === '/product' && rest.includes(`# {trace_id="${traceId}"}`),
     );
     expect(withExemplar).toHaveLength(1);
@@ -173,8 +154,8 @@ describe('the built service', () => {
     expect(body).toMatch(/^product_ids_issued_total \d+$/m);
 
     // prom-client renames counters while it writes OpenMetrics; a plain scrape must not see that.
-    const after = await (await fetch(svc.metricsUrl)).text();
-    expect(sample(after, 'product_ids_issued_total')).toBeGreaterThan(0);
+    const after = await scrape(svc.metricsUrl);
+    expect(sampleValue(after, 'product_ids_issued_total')).toBeGreaterThan(0);
     expect(after).toMatch(/^# TYPE product_ids_issued_total counter$/m);
     expect(after).toMatch(/^# TYPE process_cpu_seconds_total counter$/m);
     expect(after).not.toContain('# EOF');
@@ -187,7 +168,7 @@ describe('the built service', () => {
       await post(svc.baseUrl);
       await fetch(`${svc.baseUrl}/health`);
       await fetch(`${svc.baseUrl}/nope`);
-      const body = await (await fetch(svc.metricsUrl)).text();
+      const body = await scrape(svc.metricsUrl);
       const check = spawnSync(promtool, ['check', 'metrics'], { input: body, encoding: 'utf8' });
       expect(check.status, check.stdout + check.stderr).toBe(0);
     },

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
+import { sampleValue, scrape } from './support/exposition';
 import { MAIN, ROOT } from './support/paths';
 import { freePort } from './support/service-process';
 
@@ -121,11 +122,11 @@ async function waitFor(what: string, condition: () => boolean | Promise<boolean>
   }
 }
 
+/** The log lines dropped so far, as counted on /metrics; the counter is there from the start. */
 async function droppedLines(service: FifoService): Promise<number> {
-  const body = await (await fetch(service.metricsUrl)).text();
-  const line = body.split('\n').find((l) => l.startsWith(`${DROPPED_METRIC} `));
-  if (line === undefined) throw new Error(`${DROPPED_METRIC} is not on /metrics`);
-  return Number(line.split(' ')[1]);
+  const dropped = sampleValue(await scrape(service.metricsUrl), DROPPED_METRIC);
+  if (dropped === undefined) throw new Error(`${DROPPED_METRIC} is not on /metrics`);
+  return dropped;
 }
 
 function rssMb(pid: number): number {

@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:net';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { sampleValue, samples, scrape } from './support/exposition';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan, type ReceiverMode, type ReceiverOptions } from './support/otlp-receiver';
 import { ROOT } from './support/paths';
 import { freePort, startService, type ServiceProcess } from './support/service-process';
@@ -106,24 +107,9 @@ async function spanOf(collector: OtlpReceiver, traceId: string): Promise<Receive
 
 // ---- self-metrics ----
 
-async function scrape(svc: ServiceProcess): Promise<string> {
-  return (await fetch(svc.metricsUrl)).text();
-}
-
-/** The value of one sample in a Prometheus text exposition (0 when the series is absent). */
-function sample(exposition: string, series: string): number {
-  const line = exposition.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? 0 : Number(line.slice(series.length + 1).split(' ')[0]);
-}
-
-/** The samples of `metric` by their error_type label ('' for the series without it). */
+/** The samples of `metric` by their error_type label ('' for the series without it); {} when the metric is absent. */
 function byErrorType(exposition: string, metric: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const line of exposition.split('\n')) {
-    const match = new RegExp(`^${metric}(?:\\{error_type="([^"]*)"\\})? (\\S+)`).exec(line);
-    if (match !== null) out[match[1] ?? ''] = Number(match[2]);
-  }
-  return out;
+  return Object.fromEntries(samples(exposition, metric).map(({ labels, value }) => [labels.error_type ?? '', value]));
 }
 
 const sum = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
@@ -134,7 +120,7 @@ const EXPORTED = 'otel_sdk_exporter_span_exported_total';
 function waitForExposition(svc: ServiceProcess, check: (exposition: string) => void, timeout = 15_000): Promise<string> {
   return vi.waitFor(
     async () => {
-      const exposition = await scrape(svc);
+      const exposition = await scrape(svc.metricsUrl);
       check(exposition);
       return exposition;
     },
@@ -435,7 +421,7 @@ describe('configurations that export nothing, or to the default endpoint', () =>
     await svc.waitForLog(() => completed().length >= 2);
     expect(completed()[0]?.trace_id).toBe(trace.traceId);
     expect(completed()[1]).not.toHaveProperty('trace_id');
-    expect(sum(byErrorType(await scrape(svc), PROCESSED))).toBe(0);
+    expect(sum(byErrorType(await scrape(svc.metricsUrl), PROCESSED))).toBe(0);
 
     expect(await svc.stop('SIGTERM')).toBe(0);
     expect(listener.connections()).toBe(0);
@@ -457,7 +443,7 @@ describe('configurations that export nothing, or to the default endpoint', () =>
     const svc = await service({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT });
     expect((await postProduct(svc, { traceparent: newTraceContext().traceparent })).status).toBe(201);
     expect((await fetch(`${svc.baseUrl}/health`)).status).toBe(200);
-    expect(sum(byErrorType(await scrape(svc), PROCESSED))).toBe(0);
+    expect(sum(byErrorType(await scrape(svc.metricsUrl), PROCESSED))).toBe(0);
 
     // A stop flushes whatever is queued: after it, anything that would ever be exported has been.
     expect(await svc.stop('SIGTERM')).toBe(0);
@@ -474,7 +460,7 @@ describe('configurations that export nothing, or to the default endpoint', () =>
     expect((await postProduct(svc, { traceparent: newTraceContext().traceparent })).status).toBe(201);
     expect((await postProduct(svc)).status).toBe(201);
 
-    expect(sum(byErrorType(await scrape(svc), PROCESSED))).toBe(0);
+    expect(sum(byErrorType(await scrape(svc.metricsUrl), PROCESSED))).toBe(0);
     expect(await svc.stop('SIGTERM')).toBe(0);
     expect(collector.requests).toHaveLength(0);
     expect(svc.stderr()).toBe('');
@@ -491,11 +477,11 @@ describe('span pipeline self-metrics', () => {
     const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT });
     expect((await load(svc, 20)).statuses).toEqual({ 201: 20 });
 
-    const exposition = await waitForExposition(svc, (e) => expect(sample(e, PROCESSED)).toBe(20));
+    const exposition = await waitForExposition(svc, (e) => expect(sampleValue(e, PROCESSED)).toBe(20));
     expect(byErrorType(exposition, PROCESSED)).toEqual({ '': 20, queue_full: 0 });
     expect(byErrorType(exposition, EXPORTED)).toEqual({ '': 20 });
-    expect(sample(exposition, 'otel_sdk_processor_span_queue_size')).toBe(0);
-    expect(sample(exposition, 'otel_sdk_processor_span_queue_capacity')).toBe(2048);
+    expect(sampleValue(exposition, 'otel_sdk_processor_span_queue_size')).toBe(0);
+    expect(sampleValue(exposition, 'otel_sdk_processor_span_queue_capacity')).toBe(2048);
     expect(collector.spans).toHaveLength(20);
   });
 
@@ -544,12 +530,12 @@ describe('span pipeline self-metrics', () => {
     expect(result.statuses).toEqual({ 201: REQUESTS });
     expect(result.slowestMs).toBeLessThan(1000);
 
-    const first = await scrape(svc);
-    expect(sample(first, 'otel_sdk_processor_span_queue_capacity')).toBe(16);
-    expect(sample(first, 'otel_sdk_processor_span_queue_size')).toBeLessThanOrEqual(16);
+    const first = await scrape(svc.metricsUrl);
+    expect(sampleValue(first, 'otel_sdk_processor_span_queue_capacity')).toBe(16);
+    expect(sampleValue(first, 'otel_sdk_processor_span_queue_size')).toBeLessThanOrEqual(16);
     const exposition = await waitForExposition(svc, (e) => expect(sum(byErrorType(e, PROCESSED))).toBe(REQUESTS));
-    expect(sample(exposition, `${PROCESSED}{error_type="queue_full"}`)).toBeGreaterThan(0);
-    expect(sample(exposition, PROCESSED)).toBe(0);
+    expect(sampleValue(exposition, PROCESSED, { error_type: 'queue_full' })).toBeGreaterThan(0);
+    expect(sampleValue(exposition, PROCESSED)).toBe(0);
   });
 });
 

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sampleValue, samples } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { ROOT } from '../support/paths';
 import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME, jsonLines } from './docker-host';
@@ -277,10 +278,9 @@ describe('running as the Helm chart runs it', () => {
     const res = await fetch(`${metrics}/metrics`);
     expect(res.status).toBe(200);
     const text = await res.text();
-    expect(text).toMatch(/^product_ids_issued_total 1$/m);
-    const buildInfo = text.split('\n').find((l) => l.startsWith('product_service_build_info{'));
-    expect(buildInfo).toContain(`version="${pkg.version}"`);
-    expect(buildInfo).toContain(`revision="${rev}"`);
+    expect(sampleValue(text, 'product_ids_issued_total')).toBe(1);
+    const [buildInfo] = samples(text, 'product_service_build_info');
+    expect(buildInfo?.labels).toMatchObject({ version: pkg.version, revision: rev });
   });
 
   it('runs node as PID 1 on /app/dist/main.js, as uid 65532, no capabilities, no new privileges', () => {

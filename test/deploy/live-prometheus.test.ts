@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
+import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { MAIN } from '../support/paths';
 import { freePort, startService, type ServiceProcess } from '../support/service-process';
@@ -170,8 +171,8 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
 
   it('promtool check metrics accepts a live scrape', async () => {
     const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
-    const exposition = await (await fetch(service?.metricsUrl ?? '')).text();
-    expect(exposition).toContain('product_ids_issued_total ');
+    const exposition = await scrape(service?.metricsUrl ?? '');
+    expect(sampleValue(exposition, 'product_ids_issued_total')).toBeDefined();
     const result = run(promtool, ['check', 'metrics'], { input: exposition });
     // Clean: the service drops the three prom-client gauges named "..._total" (src/observability/metrics.ts).
     expect(result.stdout + result.stderr).toBe('');
