@@ -10,7 +10,7 @@ export interface InProcessService {
   server: Server;
   baseUrl: string;
   port: number;
-  /** The metrics port's base URL (http://127.0.0.1:PORT). */
+  /** The metrics endpoint, http://127.0.0.1:PORT/metrics, as ServiceProcess.metricsUrl. */
   metricsUrl: string;
   metrics: Metrics;
   logger: Logger;
@@ -54,7 +54,7 @@ export async function startInProcess(overrides: InProcessOverrides = {}, apiServ
     server: service.apiServer,
     port,
     baseUrl: `http://127.0.0.1:${port}`,
-    metricsUrl: `http://127.0.0.1:${portOf(service.metricsServer) ?? 0}`,
+    metricsUrl: `http://127.0.0.1:${portOf(service.metricsServer) ?? 0}/metrics`,
     metrics,
     logger,
     logs,
