@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, type ApiServerOptions } from '../src/http/api-server';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { startInProcess, type InProcessService } from './support/in-process';
@@ -52,14 +52,6 @@ async function serveWith(options: ApiServerOptions): Promise<InProcessService> {
   const svc = await startInProcess({}, options);
   onTestFinished(() => svc.close());
   return svc;
-}
-
-async function until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(20);
-  }
 }
 
 describe('a client that leaves in the middle of its body', () => {
@@ -122,7 +114,7 @@ describe('a request answered 408 because its body came too slowly', () => {
     await connection.closed;
     expect(connection.received()).toBe(raw);
 
-    await until(() => svc.logs.some((line) => line.msg === 'request completed'), 3000, 'the request line');
+    await vi.waitFor(() => expect(svc.logs.map((line) => line.msg)).toContain('request completed'), { timeout: 3000, interval: 20, message: 'the request line' });
     expect(svc.logs.filter((line) => line.msg === 'request completed')).toEqual([expect.objectContaining({ level: 'info', status: 408, route: '/product' })]);
     expect(svc.logs.filter((line) => line.level === 'error')).toEqual([]);
     const exposition = (await svc.metrics.render(undefined)).body;
@@ -312,18 +304,25 @@ describe('pipelining', () => {
     let peakRss = rssMiB();
     let slowestHealth = 0;
     const healthStatuses: number[] = [];
-    const deadline = Date.now() + 10_000;
-    while (closedByServer() < floods.length && Date.now() < deadline) {
-      peakRss = Math.max(peakRss, rssMiB());
-      const startedAt = performance.now();
-      healthStatuses.push((await fetch(`${svc.baseUrl}/health`)).status);
-      slowestHealth = Math.max(slowestHealth, performance.now() - startedAt);
-      peakRss = Math.max(peakRss, rssMiB());
-      await sleep(50);
-    }
+    // Until the server has closed every flooding connection: RSS and the time /health takes, sampled.
+    await vi.waitFor(
+      async () => {
+        peakRss = Math.max(peakRss, rssMiB());
+        const startedAt = performance.now();
+        healthStatuses.push((await fetch(`${svc.baseUrl}/health`)).status);
+        slowestHealth = Math.max(slowestHealth, performance.now() - startedAt);
+        peakRss = Math.max(peakRss, rssMiB());
+        expect(closedByServer()).toBe(floods.length);
+      },
+      { timeout: 10_000, interval: 50, message: 'the server closing every flooding connection (its warn lines)' },
+    );
     // A socket the server closed reads as ended once it is resumed.
     for (const socket of floods) socket.resume();
-    await until(() => floods.every((socket) => socket.destroyed), 5000, 'every flooding connection closed by the server');
+    await vi.waitFor(() => expect(floods.filter((socket) => !socket.destroyed).length).toBe(0), {
+      timeout: 5000,
+      interval: 20,
+      message: 'every flooding connection closed by the server',
+    });
     expect(peakRss).toBeLessThan(384);
     expect(slowestHealth).toBeLessThan(2000);
     expect(healthStatuses.every((status) => status === 200)).toBe(true);

@@ -5,12 +5,11 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { sampleValue } from './support/exposition';
 import { startInProcess } from './support/in-process';
 import { MAIN, ROOT } from './support/paths';
-import { freePort, startService } from './support/service-process';
+import { freePort, startService, waitUntilHealthy } from './support/service-process';
 
 const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
 const VERSION = PACKAGE.version;
@@ -92,7 +91,7 @@ describe('LOG_LEVEL', () => {
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     const exited = once(child, 'exit');
     try {
-      await waitUntilListening(`http://127.0.0.1:${port}/health`);
+      await waitUntilHealthy(`http://127.0.0.1:${port}`, child, () => output);
       expect((await post(`http://127.0.0.1:${port}`)).status).toBe(201);
       expect((await fetch(`http://127.0.0.1:${port}/nope`)).status).toBe(404);
       child.kill('SIGTERM');
@@ -104,18 +103,6 @@ describe('LOG_LEVEL', () => {
     }
   });
 });
-
-async function waitUntilListening(url: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-    }
-    await sleep(50);
-  }
-}
 
 describe('an unexpected error while serving a request', () => {
   it('is logged with its stack, answered 500 problem+json without details, and the next request succeeds', async () => {

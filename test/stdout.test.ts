@@ -9,11 +9,11 @@ import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
 import { sampleValue, scrape } from './support/exposition';
 import { MAIN, ROOT } from './support/paths';
-import { freePort } from './support/service-process';
+import { freePort, waitUntilHealthy } from './support/service-process';
 
 const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
 const DROPPED_MSG = 'log lines dropped while stdout was blocked';
@@ -89,11 +89,7 @@ async function startWithFifoStdout(env: Record<string, string>): Promise<FifoSer
     }
   });
 
-  const deadline = Date.now() + 10_000;
-  while (!(await answers(`http://127.0.0.1:${port}/health`))) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`service not healthy; stderr: ${stderr}`);
-    await sleep(20);
-  }
+  await waitUntilHealthy(`http://127.0.0.1:${port}`, child, () => stderr);
   return {
     child,
     port,
@@ -104,22 +100,6 @@ async function startWithFifoStdout(env: Record<string, string>): Promise<FifoSer
     exited,
     stderr: () => stderr,
   };
-}
-
-async function answers(url: string): Promise<boolean> {
-  try {
-    return (await fetch(url)).status === 200;
-  } catch {
-    return false;
-  }
-}
-
-async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 /** The log lines dropped so far, as counted on /metrics; the counter is there from the start. */
@@ -196,7 +176,11 @@ async function loadUntilLinesDrop(service: FifoService, moreMs = 1000): Promise<
 /** Starts the service, lets the reader take the start-up line, then stops reading. */
 async function startWithStuckStdout(env: Record<string, string>): Promise<FifoService> {
   const service = await startWithFifoStdout({ OTEL_SDK_DISABLED: 'true', ...env });
-  await waitFor('the start-up line', () => service.lines.some((line) => line.msg === 'product-service listening'));
+  await vi.waitFor(() => expect(service.lines.map((line) => line.msg)).toContain('product-service listening'), {
+    timeout: 10_000,
+    interval: 20,
+    message: 'the start-up line',
+  });
   service.pauseReader();
   return service;
 }
@@ -250,7 +234,12 @@ describe('stdout that stops being read', () => {
     expect(dropped).toBeGreaterThan(0);
 
     service.resumeReader();
-    await waitFor('the dropped-lines warn line', () => service.lines.some((line) => line.msg === DROPPED_MSG), 20_000);
+    // Thousands of request lines come first: a boolean keeps the failure message short.
+    await vi.waitFor(() => expect(service.lines.some((line) => line.msg === DROPPED_MSG)).toBe(true), {
+      timeout: 20_000,
+      interval: 20,
+      message: 'the dropped-lines warn line',
+    });
     const warnLines = service.lines.filter((line) => line.msg === DROPPED_MSG);
     expect(warnLines).toHaveLength(1);
     expect(warnLines[0]).toMatchObject({ level: 'warn', dropped_lines: dropped, service: 'product-service' });
@@ -262,7 +251,7 @@ describe('stdout that stops being read', () => {
     agent.destroy();
     service.child.kill('SIGTERM');
     expect(await service.exited).toBe(0);
-    await waitFor('the last line', () => service.lines.at(-1)?.msg === 'shutdown complete');
+    await vi.waitFor(() => expect(service.lines.at(-1)?.msg).toBe('shutdown complete'), { timeout: 10_000, interval: 20, message: 'the last line' });
 
     const lines = service.lines;
     expect(lines.filter((line) => 'raw' in line)).toEqual([]);

@@ -10,7 +10,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME, jsonLines } from '../container/docker-host';
 import { sampleValue } from '../support/exposition';
 import { startOtlpReceiver } from '../support/otlp-receiver';
@@ -262,10 +262,17 @@ describe('the rendered Deployment with otel.endpoint set', () => {
 
       // The pod's log line for the request carries the span's trace_id and span_id.
       const requestLine = () => jsonLines(docker(['logs', name]).stdout).find((l) => l.msg === 'request completed' && l.route === '/product');
-      let line = requestLine();
-      for (const deadline = Date.now() + 5000; line === undefined && Date.now() < deadline; line = requestLine()) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      // docker logs may show the line a moment after the answer; after 5 s it is asserted anyway, with the logs.
+      const line = await vi
+        .waitFor(
+          () => {
+            const found = requestLine();
+            if (found === undefined) throw new Error('no request line yet');
+            return found;
+          },
+          { timeout: 5000, interval: 100 },
+        )
+        .catch(() => undefined);
       expect(line, logsOf(name)).toMatchObject({ status: 201, trace_id: traceId, span_id: span?.spanId });
     } finally {
       docker(['rm', '--force', name], true);

@@ -10,7 +10,7 @@ import { createServer as createHttp2Server, type Http2Server } from 'node:http2'
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, samples } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { ROOT } from '../support/paths';
@@ -82,8 +82,6 @@ function revision(): string {
 
 const mb = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
 
-const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
-
 /** Starts a container the way the chart runs it; returns its id and host URLs of its ports. */
 function runLikeTheChart(extraArgs: string[] = []): { id: string; api: string; metrics: string } {
   const id = docker([
@@ -98,15 +96,10 @@ function runLikeTheChart(extraArgs: string[] = []): { id: string; api: string; m
 }
 
 async function waitForHealth(id: string, api: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${api}/health`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`/health did not answer within 20 s. Logs:\n${docker(['logs', id])}`);
-    await sleep(200);
+  try {
+    await vi.waitFor(async () => expect((await fetch(`${api}/health`)).ok).toBe(true), { timeout: 20_000, interval: 200 });
+  } catch (error) {
+    throw new Error(`/health did not answer within 20 s. Logs:\n${docker(['logs', id])}`, { cause: error });
   }
 }
 

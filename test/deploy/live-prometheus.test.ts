@@ -4,7 +4,7 @@ import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
@@ -41,20 +41,8 @@ interface RuleState {
   alerts?: Array<{ labels: Record<string, string>; state: string }>;
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: Error | undefined;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error instanceof Error ? error : new Error(String(error));
-    }
-    await sleep(250);
-  }
-  throw new Error(`timed out waiting for ${what}${last === undefined ? '' : `: ${last.message}`}`);
-}
+/** How long and how often the test asks Prometheus for a state it reaches by itself (scrapes and rule evaluations every 1 s). */
+const PROMETHEUS_WAIT = { timeout: 20_000, interval: 250 } as const;
 
 describe('dashboard and rules against a real Prometheus scraping the running service', () => {
   let dir = '';
@@ -109,11 +97,14 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     );
     prometheus.stdout?.pipe(log);
     prometheus.stderr?.pipe(log);
-    await waitFor('Prometheus to scrape the service', async () => {
-      if (prometheus?.exitCode !== null) throw new Error(`prometheus exited: ${readFileSync(join(dir, 'prometheus.log'), 'utf8')}`);
-      const up = await query(`up{job="${JOB}"}`);
-      return up.data.result[0]?.value[1] === '1' ? true : undefined;
-    });
+    await vi.waitFor(
+      async () => {
+        if (prometheus?.exitCode !== null) throw new Error(`prometheus exited: ${readFileSync(join(dir, 'prometheus.log'), 'utf8')}`);
+        const up = await query(`up{job="${JOB}"}`);
+        expect(up.data.result[0]?.value[1], 'up').toBe('1');
+      },
+      { ...PROMETHEUS_WAIT, message: 'timed out waiting for Prometheus to scrape the service' },
+    );
 
     // About 12 s of traffic: POST /product in bursts of 5 (~40/s), plus /health, an unknown path
     // (404) and a wrong method (405), so every panel has something to show.
@@ -269,11 +260,15 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   // Proof that the silence above means something: the same rules react on the live data.
   it('when the service stops, the down alerts become pending', async () => {
     await service?.stop();
-    const pending = await waitFor('ProductServiceDown and ProductServiceTargetDown to be pending', async () => {
-      const alerts = await api<{ alerts: Array<{ labels: Record<string, string>; state: string }> }>('/api/v1/alerts');
-      const names = alerts.data.alerts.filter((alert) => alert.state === 'pending').map((alert) => alert.labels.alertname ?? '');
-      return names.includes('ProductServiceDown') && names.includes('ProductServiceTargetDown') ? names.sort() : undefined;
-    });
+    const pending = await vi.waitFor(
+      async () => {
+        const alerts = await api<{ alerts: Array<{ labels: Record<string, string>; state: string }> }>('/api/v1/alerts');
+        const names = alerts.data.alerts.filter((alert) => alert.state === 'pending').map((alert) => alert.labels.alertname ?? '');
+        expect(names).toEqual(expect.arrayContaining(['ProductServiceDown', 'ProductServiceTargetDown']));
+        return names.sort();
+      },
+      { ...PROMETHEUS_WAIT, message: 'timed out waiting for ProductServiceDown and ProductServiceTargetDown to be pending' },
+    );
     expect(pending).toEqual(['ProductServiceDown', 'ProductServiceTargetDown']);
   });
 });

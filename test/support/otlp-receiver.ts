@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
+import { vi } from 'vitest';
 import { bytesOf, fields, messages, varintOf } from '../../bench/otlp-protobuf.mjs';
 
 /**
@@ -65,7 +66,6 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
   const { port: wantedPort = 0, host = '127.0.0.1', errorStatus = 503 } = options;
   const spans: ReceivedSpan[] = [];
   const requests: Array<{ contentType: string }> = [];
-  const waiters = new Set<() => void>();
 
   const server: Server = createServer((req, res) => {
     void readBody(req).then((body) => {
@@ -77,7 +77,6 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
       requests.push({ contentType });
       const raw = req.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body;
       spans.push(...(contentType.startsWith('application/json') ? spansFromJson(raw) : spansFromProtobuf(raw)));
-      for (const wake of waiters) wake();
       if (receiver.mode === 'hang') return;
       if (receiver.mode === 'error') {
         res.writeHead(errorStatus, { 'Content-Type': 'text/plain' }).end('collector unavailable');
@@ -97,23 +96,13 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
     spans,
     requests,
     waitForSpans: (predicate, count = 1, timeoutMs = 10_000) =>
-      new Promise((resolve, reject) => {
-        const check = (): void => {
-          if (spans.filter(predicate).length < count) return;
-          done();
-          resolve(spans);
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`fewer than ${count} matching spans within ${timeoutMs} ms; received: ${JSON.stringify(spans.map((s) => s.name))}`));
-        }, timeoutMs);
-        const done = (): void => {
-          clearTimeout(timer);
-          waiters.delete(check);
-        };
-        waiters.add(check);
-        check();
-      }),
+      vi.waitFor(
+        () => {
+          if (spans.filter(predicate).length >= count) return spans;
+          throw new Error(`fewer than ${count} matching spans within ${timeoutMs} ms; received: ${JSON.stringify(spans.map((s) => s.name))}`);
+        },
+        { timeout: timeoutMs, interval: 20 },
+      ),
     close: async () => {
       // Hanging requests would keep close() waiting forever.
       server.closeAllConnections();

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
+import { vi } from 'vitest';
 
 /**
  * Sends raw bytes on a fresh TCP connection and resolves with everything the server wrote
@@ -68,35 +69,27 @@ export async function openRaw(port: number): Promise<RawConnection> {
   socket.on('error', () => undefined);
   await once(socket, 'connect');
   let raw = '';
-  const waiters = new Set<() => void>();
   socket.on('data', (chunk: Buffer) => {
     raw += chunk.toString('latin1');
-    for (const wake of waiters) wake();
   });
-  const closed = new Promise<void>((resolve) =>
-    socket.once('close', () => {
-      resolve();
-      for (const wake of waiters) wake();
-    }),
-  );
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   return {
     socket,
     received: () => raw,
     closed,
-    waitFor: (predicate, timeoutMs = 5000) =>
-      new Promise((resolve, reject) => {
-        const check = (): void => {
-          if (predicate(raw)) finish(() => resolve(raw));
-          else if (socket.destroyed) finish(() => reject(new Error(`connection closed; received: ${JSON.stringify(raw.slice(0, 300))}`)));
-        };
-        const timer = setTimeout(() => finish(() => reject(new Error(`timed out; received: ${JSON.stringify(raw.slice(0, 300))}`))), timeoutMs);
-        const finish = (settle: () => void): void => {
-          clearTimeout(timer);
-          waiters.delete(check);
-          settle();
-        };
-        waiters.add(check);
-        check();
-      }),
+    waitFor: async (predicate, timeoutMs = 5000) => {
+      // false: the connection closed without `predicate` holding; nothing more can arrive.
+      const held = await vi.waitFor(
+        () => {
+          if (predicate(raw)) return true;
+          if (socket.destroyed) return false;
+          throw new Error(`timed out; received: ${JSON.stringify(raw.slice(0, 300))}`);
+        },
+        // Short: some tests time what follows the answer.
+        { timeout: timeoutMs, interval: 5 },
+      );
+      if (!held) throw new Error(`connection closed; received: ${JSON.stringify(raw.slice(0, 300))}`);
+      return raw;
+    },
   };
 }

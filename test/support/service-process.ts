@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
+import { vi } from 'vitest';
 import { MAIN, ROOT } from './paths';
 
 /** A port that was free a moment ago (the OS picks it); good enough on a test machine. */
@@ -44,8 +45,8 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: Array<Record<string, unknown>> = [];
-  const waiters = new Set<() => void>();
   let stderr = '';
+  let closed = false;
   let pending = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     pending += chunk;
@@ -59,7 +60,6 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
         lines.push({ raw: part });
       }
     }
-    for (const wake of waiters) wake();
   });
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     stderr += chunk;
@@ -67,34 +67,24 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
   const exited = new Promise<number | string>((resolve) => {
     // 'close', not 'exit': only then has the last of stdout been read.
     child.once('close', (code, signal) => {
+      closed = true;
       resolve(code ?? signal ?? 'unknown');
-      for (const wake of waiters) wake();
     });
   });
 
-  const waitForLog = (predicate: (line: Record<string, unknown>) => boolean, timeoutMs = 10_000): Promise<Record<string, unknown>> =>
-    new Promise((resolve, reject) => {
-      const check = (): void => {
-        const found = lines.find(predicate);
-        if (found !== undefined) {
-          cleanup();
-          resolve(found);
-        } else if (child.exitCode !== null || child.signalCode !== null) {
-          cleanup();
-          reject(new Error(`service exited before the expected log line; stderr: ${stderr}; stdout: ${JSON.stringify(lines)}`));
-        }
-      };
-      const timer = setTimeout(() => {
-        cleanup();
-        reject(new Error(`no matching log line within ${timeoutMs} ms; stdout: ${JSON.stringify(lines.slice(-20))}`));
-      }, timeoutMs);
-      const cleanup = (): void => {
-        clearTimeout(timer);
-        waiters.delete(check);
-      };
-      waiters.add(check);
-      check();
-    });
+  const waitForLog = async (predicate: (line: Record<string, unknown>) => boolean, timeoutMs = 10_000): Promise<Record<string, unknown>> => {
+    // undefined: the process has ended (and its stdout been read) without writing the line.
+    const found = await vi.waitFor(
+      () => {
+        const line = lines.find(predicate);
+        if (line !== undefined || closed) return line;
+        throw new Error(`no matching log line within ${timeoutMs} ms; stdout: ${JSON.stringify(lines.slice(-20))}`);
+      },
+      { timeout: timeoutMs, interval: 20 },
+    );
+    if (found === undefined) throw new Error(`service exited before the expected log line; stderr: ${stderr}; stdout: ${JSON.stringify(lines)}`);
+    return found;
+  };
 
   const service: ServiceProcess = {
     child,
@@ -111,7 +101,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
       return exited;
     },
   };
-  await waitUntilHealthy(service);
+  await waitUntilHealthy(service.baseUrl, child, () => stderr);
   return service;
 }
 
@@ -132,18 +122,22 @@ export async function runServiceToExit(env: Record<string, string>, timeoutMs = 
   return { code, stdout, stderr };
 }
 
-/** Polls GET /health until it answers 200: ready whatever LOG_LEVEL says. */
-async function waitUntilHealthy(service: ServiceProcess, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (service.child.exitCode !== null) throw new Error(`service exited with ${service.child.exitCode} before it was healthy; stderr: ${service.stderr()}`);
-    try {
-      const response = await fetch(`${service.baseUrl}/health`);
-      if (response.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`service not healthy within ${timeoutMs} ms; stderr: ${service.stderr()}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+/**
+ * Waits until GET `baseUrl`/health answers 200, the one readiness signal whatever LOG_LEVEL says;
+ * fails at once when `child` exits first, or after `timeoutMs`, with what it wrote on stderr.
+ */
+export async function waitUntilHealthy(baseUrl: string, child: ChildProcess, stderr: () => string, timeoutMs = 10_000): Promise<void> {
+  const healthy = await vi.waitFor(
+    async () => {
+      if (child.exitCode !== null) return false;
+      const status = await fetch(`${baseUrl}/health`).then(
+        (response) => response.status,
+        () => 'not listening',
+      );
+      if (status !== 200) throw new Error(`service not healthy within ${timeoutMs} ms (${status}); stderr: ${stderr()}`);
+      return true;
+    },
+    { timeout: timeoutMs, interval: 20 },
+  );
+  if (!healthy) throw new Error(`service exited with ${String(child.exitCode)} before it was healthy; stderr: ${stderr()}`);
 }
