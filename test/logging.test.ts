@@ -78,7 +78,7 @@ describe('LOG_LEVEL', () => {
     }
   });
 
-  it('silent writes nothing on stdout', async () => {
+  it('silent writes nothing, on stdout or stderr', async () => {
     // startService waits for the start-up line, which silent suppresses: start the process here.
     const port = await freePort();
     const child = spawn(process.execPath, [MAIN], {

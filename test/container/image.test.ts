@@ -153,7 +153,7 @@ describe('image configuration', () => {
     expect(config().User).toBe('65532:65532');
   });
 
-  it('starts node itself on dist/main.js, exec form, absolute paths (no npm, no shell, no preload)', () => {
+  it('starts node itself on dist/main.js: exec form, absolute paths, no npm, no shell, no flags', () => {
     const { Entrypoint, Cmd } = config();
     expect(Entrypoint).toEqual(['/nodejs/bin/node', '/app/dist/main.js']);
     expect(Cmd ?? []).toEqual([]);
