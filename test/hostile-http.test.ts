@@ -1,8 +1,9 @@
 // Hostile and unusual HTTP through real sockets: clients that leave mid-body, a request that times
 // out, Expect: 100-continue, clients still sending a body that was refused, HTTP that Node's parser
 // lets through or answers outside the service's error shape, pipelining floods and bodies cut into
-// many chunks. Each test checks the answer on the wire, the histogram and product_ids_issued_total,
-// and the log level; the built service is used where the real process matters (memory, spans).
+// many chunks. The tests check the answer on the wire and, where the request reached the service,
+// what it recorded (histogram, product_ids_issued_total, log level); the built service is used where
+// the real process matters (memory, spans).
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -47,7 +48,7 @@ async function exchangeUntilClosed(port: number, payload: string): Promise<strin
   return connection.received();
 }
 
-/** The application behind createApiServer with `options` (short timeouts, small lingering limits), logging at debug. */
+/** The in-process service with API server `options` (short timeouts, small lingering limits), closed after the test. */
 async function serveWith(options: ApiServerOptions): Promise<InProcessService> {
   const svc = await startInProcess({}, options);
   onTestFinished(() => svc.close());

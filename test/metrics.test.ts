@@ -1,7 +1,7 @@
 // The Prometheus exposition: which port serves it, what it counts, the label values it may
 // contain, its two formats (plain text and OpenMetrics with exemplars) and that promtool accepts it.
-// Counting is proven in-process (fast, exact); the port layout, process metrics, build info and
-// trace exemplars need the built service, started as production starts it.
+// Counting is proven in-process (fast, exact); the rest runs against the built service, started as
+// production starts it, since process metrics, the real build info and trace exemplars exist only there.
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -18,11 +18,9 @@ import { freePort, waitUntilHealthy } from './support/service-process';
 const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
 const DROPPED_MSG = 'log lines dropped while stdout was blocked';
 /**
- * Under this load the service's RSS levels off near 150 MB whatever stdout does: ~120 MB with a
- * working stdout (bench/results: 118 MB at saturation), more with a stuck one only because requests
- * get faster without log writes and V8's young generation grows to its 64 MiB maximum; the full
- * buffer adds its 8 MiB. Without the bound, RSS grew with the log volume: 75 to 230 MB within the
- * ~15 s of load below (and to 277 MB in 25 s in the adversarial run).
+ * Room for what the service holds under this load whatever stdout does (with a stuck stdout requests
+ * get faster, so V8's young generation grows to its maximum) plus the full 8 MiB buffer; an unbounded
+ * buffer grows with the log volume and passes it within the load below.
  */
 const RSS_BOUND_MB = 180;
 /** The readiness probe's timeout (helm/product-service/README.md): a slower /health fails it. */

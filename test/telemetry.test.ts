@@ -1,7 +1,7 @@
-// Tracing proven end to end: the built service, started as production starts it (`node dist/main.js`,
-// which starts OpenTelemetry's NodeSDK before loading the service), exports its spans over OTLP/HTTP
-// to a receiver in this process that decodes them as a collector would. vitest's module loader
-// bypasses the instrumentations' require hooks, so none of this can be observed in-process.
+// Tracing proven end to end: the built service, started as production starts it (`node dist/main.js`),
+// exports its spans over OTLP/HTTP to a receiver in this process that decodes them as a collector
+// would. Only the entry point starts telemetry, before it requires the service, because the
+// instrumentations patch http, koa and pino as they are required: an in-process service has no spans.
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -19,7 +19,7 @@ const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as
 const SPAN_KIND_SERVER = 2;
 const STATUS_ERROR = 2;
 const HTTP_SCOPE = '@opentelemetry/instrumentation-http';
-/** One SDK diagnostic on stderr, as telemetry.ts writes it. */
+/** One SDK diagnostic on stderr, as src/observability/diagnostics.ts writes it. */
 const DIAGNOSTIC_LINE = /^opentelemetry (error|warn|info|debug|verbose): \S/;
 const USER_AGENT = 'telemetry-test/1.0';
 /** Batches leave every 200 ms instead of every 5 s, so spans reach the receiver within a test. */
@@ -485,10 +485,8 @@ describe('span pipeline self-metrics', () => {
     expect(collector.spans).toHaveLength(20);
   });
 
-  // The error types the SDK reports are the names of the errors it met (measured with 0.300.0:
-  // "Error" for a refused connection and for a timeout, "OTLPExporterError" for a 5xx answer).
-  // The tests ask for any non-empty error type other than queue_full, so a renamed error class
-  // does not break them.
+  // The SDK reports the name of the error it met as the error type ("Error", "OTLPExporterError"):
+  // any non-empty type other than queue_full is accepted, so that a renamed error class breaks nothing.
   it.each<{ collectorState: string; mode?: ReceiverMode; errorStatus?: number }>([
     { collectorState: 'down (connection refused)' },
     { collectorState: 'hanging (never answers)', mode: 'hang' },

