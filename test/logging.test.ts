@@ -1,18 +1,11 @@
 // The log stream: JSON lines a log pipeline can index without configuration, one line per
 // request (probes only at debug), never a request body, and unexpected errors logged in full
 // while the client learns nothing about them.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sampleValue } from './support/exposition';
 import { startInProcess } from './support/in-process';
-import { MAIN, ROOT } from './support/paths';
-import { freePort, startService, waitUntilHealthy } from './support/service-process';
+import { startService, VERSION } from './support/service-process';
 
-const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
-const VERSION = PACKAGE.version;
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 const post = (baseUrl: string, body = '{}'): Promise<Response> =>
@@ -37,10 +30,8 @@ describe('the built service at the default level (info)', () => {
       }
       expect(requestLines[3]).toMatchObject({ level: 'info', method: 'GET', status: 404 });
 
-      // 'exit' can come before the last stdout bytes are read; 'close' comes after them.
-      const closed = once(svc.child, 'close');
+      // stop() resolves once stdout is closed, so every line the process wrote has been read.
       expect(await svc.stop('SIGTERM')).toBe(0);
-      await closed;
       const lines = svc.logLines();
       // startService keeps a line that is not JSON as { raw }.
       expect(lines.filter((line) => 'raw' in line)).toEqual([]);
@@ -79,27 +70,14 @@ describe('LOG_LEVEL', () => {
   });
 
   it('silent writes nothing, on stdout or stderr', async () => {
-    // startService waits for the start-up line, which silent suppresses: start the process here.
-    const port = await freePort();
-    const child = spawn(process.execPath, [MAIN], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(await freePort()), LOG_LEVEL: 'silent' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    const exited = once(child, 'exit');
+    const svc = await startService({ LOG_LEVEL: 'silent' });
     try {
-      await waitUntilHealthy(`http://127.0.0.1:${port}`, child, () => output);
-      expect((await post(`http://127.0.0.1:${port}`)).status).toBe(201);
-      expect((await fetch(`http://127.0.0.1:${port}/nope`)).status).toBe(404);
-      child.kill('SIGTERM');
-      const [code] = (await exited) as [number | null];
-      expect(code).toBe(0);
-      expect(output).toBe('');
+      expect((await post(svc.baseUrl)).status).toBe(201);
+      expect((await fetch(`${svc.baseUrl}/nope`)).status).toBe(404);
+      expect(await svc.stop('SIGTERM')).toBe(0);
+      expect(svc.stdout() + svc.stderr()).toBe('');
     } finally {
-      child.kill('SIGKILL');
+      await svc.stop('SIGKILL');
     }
   });
 });

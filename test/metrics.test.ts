@@ -3,16 +3,12 @@
 // Counting is proven in-process (fast, exact); the rest runs against the built service, started as
 // production starts it, since process metrics, the real build info and trace exemplars exist only there.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
-import { ROOT } from './support/paths';
-import { startService, type ServiceProcess } from './support/service-process';
+import { startService, VERSION, type ServiceProcess } from './support/service-process';
 
-const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
 const OPENMETRICS = 'application/openmetrics-text';
 const SEMCONV_BUCKETS = ['0.005', '0.01', '0.025', '0.05', '0.075', '0.1', '0.25', '0.5', '0.75', '1', '2.5', '5', '7.5', '10', '+Inf'];

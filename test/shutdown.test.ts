@@ -1,7 +1,7 @@
 import { Agent, request, type ClientRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { startService, type ServiceProcess } from './support/service-process';
+import { exitWithin, startService } from './support/service-process';
 
 interface Outcome {
   status?: number;
@@ -33,10 +33,6 @@ function startSlowUpload(port: number): { req: ClientRequest; outcome: Promise<O
   return { req, outcome };
 }
 
-async function waitForExit(service: ServiceProcess, timeoutMs: number): Promise<number | string> {
-  return Promise.race([service.exited, sleep(timeoutMs).then(() => 'still running')]);
-}
-
 describe('graceful shutdown', () => {
   it('SIGTERM under concurrent keep-alive load loses no request that was sent, and exits 0', async () => {
     const service = await startService({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5', LOG_LEVEL: 'warn' });
@@ -54,7 +50,7 @@ describe('graceful shutdown', () => {
     service.child.kill('SIGTERM');
     await Promise.all(clients);
     const sentAfterSignal = outcomes.length - before;
-    const code = await waitForExit(service, 10_000);
+    const code = await exitWithin(service.exited, 10_000);
     agent.destroy();
 
     expect(before).toBeGreaterThan(50);
@@ -73,7 +69,7 @@ describe('graceful shutdown', () => {
     expect(during.headers.get('connection')).toBe('close');
     await service.waitForLog((line) => String(line.msg).startsWith('shutdown: listener closed'));
     await expect(fetch(`${service.baseUrl}/health`)).rejects.toThrow();
-    expect(await waitForExit(service, 10_000)).toBe(0);
+    expect(await exitWithin(service.exited, 10_000)).toBe(0);
   });
 
   it('lets an in-flight request finish after the listener closed', async () => {
@@ -87,7 +83,7 @@ describe('graceful shutdown', () => {
     expect(service.child.exitCode).toBeNull();
     upload.req.end(',"part":2}');
     expect(await upload.outcome).toEqual({ status: 201 });
-    expect(await waitForExit(service, 10_000)).toBe(0);
+    expect(await exitWithin(service.exited, 10_000)).toBe(0);
   });
 
   it('gives up on in-flight requests after SHUTDOWN_TIMEOUT and still exits 0', async () => {
@@ -96,7 +92,7 @@ describe('graceful shutdown', () => {
     await sleep(200);
     const started = Date.now();
     service.child.kill('SIGTERM');
-    expect(await waitForExit(service, 10_000)).toBe(0);
+    expect(await exitWithin(service.exited, 10_000)).toBe(0);
     expect(Date.now() - started).toBeLessThan(5000);
     expect(service.logLines().some((line) => String(line.msg).includes('timeout reached'))).toBe(true);
     expect((await upload.outcome).error).toBeDefined();
@@ -107,13 +103,13 @@ describe('graceful shutdown', () => {
     service.child.kill('SIGTERM');
     await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
     service.child.kill('SIGTERM');
-    expect(await waitForExit(service, 5000)).toBe(1);
+    expect(await exitWithin(service.exited, 5000)).toBe(1);
   });
 
   it('SIGINT shuts down like SIGTERM', async () => {
     const service = await startService({ SHUTDOWN_DELAY: '0' });
     service.child.kill('SIGINT');
-    expect(await waitForExit(service, 10_000)).toBe(0);
+    expect(await exitWithin(service.exited, 10_000)).toBe(0);
     expect(service.logLines().at(-1)).toMatchObject({ msg: 'shutdown complete', service: 'product-service' });
   });
 });

@@ -2,7 +2,7 @@
 // lines, then stops reading. Logging must hold neither a request, nor memory beyond its bounded
 // buffer, nor the exit; the lines it drops are counted on /metrics and, once the pipe moves
 // again, in one warn line.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, constants as fs } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { Socket } from 'node:net';
@@ -12,8 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
 import { sampleValue, scrape } from './support/exposition';
-import { MAIN, ROOT } from './support/paths';
-import { freePort, waitUntilHealthy } from './support/service-process';
+import { collectLogLines, exitWithin, freePort, spawnMain, waitUntilHealthy, type LogLine } from './support/service-process';
 
 const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
 const DROPPED_MSG = 'log lines dropped while stdout was blocked';
@@ -26,13 +25,11 @@ const RSS_BOUND_MB = 180;
 /** The readiness probe's timeout (helm/product-service/README.md): a slower /health fails it. */
 const HEALTH_BOUND_MS = 2000;
 
-type LogLine = Record<string, unknown>;
-
 interface FifoService {
   readonly child: ChildProcess;
   readonly port: number;
   readonly metricsUrl: string;
-  /** Every complete line the reader has read, parsed as JSON where it is JSON (else { raw }). */
+  /** Every complete line the reader has read (see LogLine). */
   readonly lines: LogLine[];
   /** The reader stops reading (the pipe fills up) or reads again. */
   pauseReader(): void;
@@ -55,11 +52,7 @@ async function startWithFifoStdout(env: Record<string, string>): Promise<FifoSer
   const writeEnd = openSync(fifo, 'w');
   const port = await freePort();
   const metricsPort = await freePort();
-  const child = spawn(process.execPath, [MAIN], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort), ...env },
-    stdio: ['ignore', writeEnd, 'pipe'],
-  });
+  const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env }, writeEnd);
   closeSync(writeEnd);
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
   onTestFinished(async () => {
@@ -74,18 +67,7 @@ async function startWithFifoStdout(env: Record<string, string>): Promise<FifoSer
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const lines: LogLine[] = [];
-  let pending = '';
-  reader.setEncoding('utf8').on('data', (chunk: string) => {
-    const parts = (pending + chunk).split('\n');
-    pending = parts.pop() ?? '';
-    for (const part of parts) {
-      try {
-        lines.push(JSON.parse(part) as LogLine);
-      } catch {
-        lines.push({ raw: part });
-      }
-    }
-  });
+  collectLogLines(reader, lines);
 
   await waitUntilHealthy(`http://127.0.0.1:${port}`, child, () => stderr);
   return {
@@ -205,7 +187,7 @@ describe('stdout that stops being read', () => {
     const signalledAt = Date.now();
     service.child.kill('SIGTERM');
     const budgetMs = (delayS + timeoutS) * 1000 + EXIT_FLUSH_TIMEOUT_MS + 1000;
-    const code = await Promise.race([service.exited, sleep(budgetMs + 5000, 'still running')]);
+    const code = await exitWithin(service.exited, budgetMs + 5000);
     const exitMs = Date.now() - signalledAt;
     console.log(`stuck stdout: exit ${String(code)} ${exitMs} ms after SIGTERM`);
     expect(code).toBe(0);
@@ -221,7 +203,7 @@ describe('stdout that stops being read', () => {
     expect(service.child.exitCode).toBeNull();
     const signalledAt = Date.now();
     service.child.kill('SIGTERM');
-    expect(await Promise.race([service.exited, sleep(5000, 'still running')])).toBe(1);
+    expect(await exitWithin(service.exited, 5000)).toBe(1);
     expect(Date.now() - signalledAt).toBeLessThan(1000);
   }, 90_000);
 

@@ -4,17 +4,13 @@
 // instrumentations patch http, koa and pino as they are required: an in-process service has no spans.
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, samples, scrape } from './support/exposition';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan, type ReceiverMode, type ReceiverOptions } from './support/otlp-receiver';
-import { ROOT } from './support/paths';
-import { freePort, startService, type ServiceProcess } from './support/service-process';
+import { freePort, startService, VERSION, type ServiceProcess } from './support/service-process';
 
-const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 /** OTLP's SpanKind.SERVER and StatusCode.ERROR. */
 const SPAN_KIND_SERVER = 2;
 const STATUS_ERROR = 2;
@@ -71,13 +67,6 @@ async function load(svc: ServiceProcess, total: number, concurrency = 10): Promi
 /** The completed-request log line of the trace `traceId` (log lines may reach the pipe after the response). */
 const requestLogLine = (svc: ServiceProcess, traceId: string): Promise<Record<string, unknown>> =>
   svc.waitForLog((line) => line.msg === 'request completed' && line.trace_id === traceId);
-
-/** Everything the service wrote on stdout; lines that are not JSON (console.dir output) verbatim. */
-const stdoutText = (svc: ServiceProcess): string =>
-  svc
-    .logLines()
-    .map((line) => (typeof line.raw === 'string' ? line.raw : JSON.stringify(line)))
-    .join('\n');
 
 // ---- spans ----
 
@@ -327,7 +316,7 @@ describe('exporters and SDK configuration from the environment', () => {
 
     const text = await vi.waitFor(
       () => {
-        const output = stdoutText(svc);
+        const output = svc.stdout();
         expect(output).toContain(`traceId: '${trace.traceId}'`);
         return output;
       },

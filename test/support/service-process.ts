@@ -1,8 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { vi } from 'vitest';
 import { MAIN, ROOT } from './paths';
+
+/** package.json's version: what the built service reports as its version (log lines, resource, build info). */
+export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+
+/** A stdout line of the service: parsed where it is JSON, else { raw: the line }. */
+export type LogLine = Record<string, unknown>;
 
 /** A port that was free a moment ago (the OS picks it); good enough on a test machine. */
 export async function freePort(): Promise<number> {
@@ -21,49 +31,64 @@ export interface ServiceProcess {
   readonly metricsPort: number;
   readonly baseUrl: string;
   readonly metricsUrl: string;
-  /** Every stdout line so far, parsed as JSON where it is JSON. */
-  logLines(): Array<Record<string, unknown>>;
+  /** Every stdout line so far (see LogLine). */
+  logLines(): LogLine[];
+  /** Everything written on stdout so far, as written. */
+  stdout(): string;
   stderr(): string;
   /** Resolves with the exit code (or the signal name) when the process ends. */
   readonly exited: Promise<number | string>;
   /** Waits until a log line satisfies `predicate`, or fails after `timeoutMs`. */
-  waitForLog(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
 /**
- * Starts the built service exactly as production does (`node dist/main.js`, with the Node running
- * the tests) on free ports, and resolves once /health answers. `env` is added to a clean
- * environment: OTEL_* from the caller's shell never leak in.
+ * Spawns the built service as production starts it (`node dist/main.js`, with the Node running the
+ * tests) on 127.0.0.1. `env` is added to a clean environment: OTEL_* from the caller's shell never
+ * leak in. stdout goes to a pipe, or to the file descriptor given; stderr to a pipe.
  */
-export async function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
-  const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
-  const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : await freePort();
-  const child = spawn(process.execPath, [MAIN], {
+export function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
+  return spawn(process.execPath, [MAIN], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', stdout, 'pipe'],
   });
-  const lines: Array<Record<string, unknown>> = [];
-  let stderr = '';
-  let closed = false;
+}
+
+/** Appends every complete line `stream` delivers to `lines` (see LogLine). */
+export function collectLogLines(stream: Readable, lines: LogLine[]): void {
   let pending = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    pending += chunk;
-    const parts = pending.split('\n');
+  stream.setEncoding('utf8').on('data', (chunk: string) => {
+    const parts = (pending + chunk).split('\n');
     pending = parts.pop() ?? '';
     for (const part of parts) {
-      if (part.trim() === '') continue;
       try {
-        lines.push(JSON.parse(part) as Record<string, unknown>);
+        lines.push(JSON.parse(part) as LogLine);
       } catch {
         lines.push({ raw: part });
       }
     }
   });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
+}
+
+/** The exit code (or signal name) of a process that ends within `timeoutMs`, else 'still running'. */
+export function exitWithin(exited: Promise<number | string>, timeoutMs: number): Promise<number | string> {
+  return Promise.race([exited, sleep(timeoutMs, 'still running')]);
+}
+
+/** Starts the service with spawnMain on free ports (unless `env` names them) and resolves once /health answers. */
+export async function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
+  const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
+  const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : await freePort();
+  const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env });
+  const lines: LogLine[] = [];
+  let stdout = '';
+  let stderr = '';
+  let closed = false;
+  if (child.stdout !== null) collectLogLines(child.stdout, lines);
+  child.stdout?.on('data', (chunk: string) => (stdout += chunk));
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const exited = new Promise<number | string>((resolve) => {
     // 'close', not 'exit': only then has the last of stdout been read.
     child.once('close', (code, signal) => {
@@ -72,7 +97,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
     });
   });
 
-  const waitForLog = async (predicate: (line: Record<string, unknown>) => boolean, timeoutMs = 10_000): Promise<Record<string, unknown>> => {
+  const waitForLog = async (predicate: (line: LogLine) => boolean, timeoutMs = 10_000): Promise<LogLine> => {
     // undefined: the process has ended (and its stdout been read) without writing the line.
     const found = await vi.waitFor(
       () => {
@@ -93,6 +118,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     logLines: () => lines,
+    stdout: () => stdout,
     stderr: () => stderr,
     exited,
     waitForLog,
@@ -107,15 +133,11 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
 
 /** Runs the entry point to completion (for configurations that must stop it) and returns what it said. */
 export async function runServiceToExit(env: Record<string, string>, timeoutMs = 10_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawnMain({ PORT: '0', METRICS_PORT: '0', ...env });
   let stdout = '';
   let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
   const [code] = (await once(child, 'exit')) as [number | null];
   clearTimeout(timer);
