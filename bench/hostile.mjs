@@ -47,12 +47,16 @@ function markdown(result) {
     '|---|---|---|---|---|',
   ];
   for (const r of rows) {
-    lines.push(`| ${cell(r.class)} | ${cell(r.sent)} | ${cell(r.got)} | ${Number.isFinite(r.rssMb) ? r.rssMb.toFixed(0) : '–'} | ${r.ok ? 'ok' : cell(`FAILED: ${r.failures.join('; ')}`)} |`);
+    lines.push(
+      `| ${cell(r.class)} | ${cell(r.sent)} | ${cell(r.got)} | ${Number.isFinite(r.rssMb) ? r.rssMb.toFixed(0) : '–'} | ${r.ok ? 'ok' : cell(`FAILED: ${r.failures.join('; ')}`)} |`,
+    );
   }
   lines.push('');
-  lines.push('Peak RSS: VmRSS of the service process sampled every 100 ms from spawn to exit (per case where a case has its own process, else per class). '
-    + `Service defaults unless the row says otherwise (BODY_LIMIT 1mb, LOG_LEVEL info, stdout to a file); /health probes open a new connection every 100 ms, 2 s timeout each (the chart's readiness probe timeout). `
-    + 'Details (raw answers, counts, RSS samples) are in hostile.json; service logs in hostile.tmp/.');
+  lines.push(
+    'Peak RSS: VmRSS of the service process sampled every 100 ms from spawn to exit (per case where a case has its own process, else per class). ' +
+      `Service defaults unless the row says otherwise (BODY_LIMIT 1mb, LOG_LEVEL info, stdout to a file); /health probes open a new connection every 100 ms, 2 s timeout each (the chart's readiness probe timeout). ` +
+      'Details (raw answers, counts, RSS samples) are in hostile.json; service logs in hostile.tmp/.',
+  );
   return lines.join('\n') + '\n';
 }
 

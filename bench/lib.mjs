@@ -71,10 +71,15 @@ export function configurations(sinkPort, serviceDir = ROOT, againstDir = undefin
       scrapeSdk: true,
     },
   };
-  const against = againstDir === undefined ? {} : Object.fromEntries(Object.entries(service).map(([name, config]) => [
-    `${name}${AGAINST}`,
-    { ...config, title: `${config.title}, the build under comparison (--against)`, cwd: againstDir },
-  ]));
+  const against =
+    againstDir === undefined
+      ? {}
+      : Object.fromEntries(
+          Object.entries(service).map(([name, config]) => [
+            `${name}${AGAINST}`,
+            { ...config, title: `${config.title}, the build under comparison (--against)`, cwd: againstDir },
+          ]),
+        );
   return {
     'plain-http': {
       title: 'plain node:http (baseline)',
@@ -153,12 +158,21 @@ export async function freePorts(n) {
 export function request(port, method, urlPath, body, timeout = 2000) {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: '127.0.0.1', port, method, path: urlPath, agent: false, timeout,
-        headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {} },
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path: urlPath,
+        agent: false,
+        timeout,
+        headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {},
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
-        res.on('data', (c) => { text += c; });
+        res.on('data', (c) => {
+          text += c;
+        });
         res.on('end', () => resolve({ status: res.statusCode, body: text, headers: res.headers }));
       },
     );
@@ -192,7 +206,9 @@ export async function startSink() {
     port,
     stats: async () => JSON.parse((await request(port, 'GET', '/stats')).body),
     reset: () => request(port, 'POST', '/reset'),
-    stop: () => { child.kill('SIGTERM'); },
+    stop: () => {
+      child.kill('SIGTERM');
+    },
   };
 }
 
@@ -216,7 +232,9 @@ export async function startServer(name, config) {
   fs.closeSync(stdout);
   fs.closeSync(stderr);
   let exited = null;
-  child.once('exit', (code, signal) => { exited = { code, signal }; });
+  child.once('exit', (code, signal) => {
+    exited = { code, signal };
+  });
   // Connect-retry every 2 ms: refused connections come back at once, so the start-up time is
   // accurate to a few ms. It includes the exec of `taskset` before node.
   if (!(await waitHealthy(name, port, () => exited, 2))) {
@@ -224,7 +242,12 @@ export async function startServer(name, config) {
   }
   const startupMs = performance.now() - t0;
   return {
-    child, pid: child.pid, port, metricsPort, startupMs, stderrPath,
+    child,
+    pid: child.pid,
+    port,
+    metricsPort,
+    startupMs,
+    stderrPath,
     exited: () => exited,
     async stop() {
       if (exited) return exited;
@@ -249,7 +272,9 @@ export async function waitHealthy(name, port, exited, everyMs) {
     if (performance.now() - t0 > 30_000) throw new Error(`${name} did not answer /health within 30 s`);
     try {
       if ((await request(port, 'GET', '/health', undefined, 1000)).status === 200) return true;
-    } catch { /* not listening yet */ }
+    } catch {
+      /* not listening yet */
+    }
     await sleep(everyMs);
   }
 }
@@ -283,8 +308,12 @@ export function run(cmd, argv) {
     const child = spawn(cmd, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { err += d; });
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      err += d;
+    });
     child.on('error', reject);
     child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${argv.join(' ')} exited ${code}: ${err || out}`))));
   });
@@ -299,8 +328,14 @@ export async function closedLoad(port, seconds, connections) {
   const url = `http://127.0.0.1:${port}/product`;
   if (wrkAvailable()) {
     const [cmd, argv] = pinned(LOAD_CORE, 'wrk', [
-      '-t1', `-c${connections}`, `-d${Math.max(1, Math.round(seconds))}s`, '--timeout', '5s',
-      '-s', path.join(BENCH, 'post.lua'), url,
+      '-t1',
+      `-c${connections}`,
+      `-d${Math.max(1, Math.round(seconds))}s`,
+      '--timeout',
+      '5s',
+      '-s',
+      path.join(BENCH, 'post.lua'),
+      url,
     ]);
     const out = await run(cmd, argv);
     const line = out.split('\n').find((l) => l.startsWith('WRK_JSON '));
@@ -320,10 +355,7 @@ export async function closedLoad(port, seconds, connections) {
 }
 
 export async function autocannonLoad(url, seconds, connections) {
-  const [cmd, argv] = pinned(LOAD_CORE, NODE, [
-    path.join(BENCH, 'load-autocannon.mjs'),
-    JSON.stringify({ url, duration: seconds, connections }),
-  ]);
+  const [cmd, argv] = pinned(LOAD_CORE, NODE, [path.join(BENCH, 'load-autocannon.mjs'), JSON.stringify({ url, duration: seconds, connections })]);
   const out = await run(cmd, argv);
   const line = out.split('\n').find((l) => l.startsWith('AUTOCANNON_JSON '));
   if (!line) throw new Error(`autocannon printed no summary:\n${out}`);
@@ -347,9 +379,11 @@ export async function withRssSampling(pid, work) {
 export async function scrapeSdkCounters(metricsPort) {
   try {
     const res = await request(metricsPort, 'GET', '/metrics');
-    const sum = (name, pred) => res.body.split('\n')
-      .filter((l) => l.startsWith(name) && pred(l))
-      .reduce((acc, l) => acc + Number(l.split(' ').at(-1)), 0);
+    const sum = (name, pred) =>
+      res.body
+        .split('\n')
+        .filter((l) => l.startsWith(name) && pred(l))
+        .reduce((acc, l) => acc + Number(l.split(' ').at(-1)), 0);
     return {
       dropped: sum('otel_sdk_processor_span_processed_total', (l) => /error_type="queue_full"/.test(l)),
       exportFailed: sum('otel_sdk_exporter_span_exported_total', (l) => /error_type="[^"]+"/.test(l)),

@@ -14,12 +14,16 @@ const result = await autocannon({
   connections: opts.connections,
   duration: opts.duration,
 });
-process.stdout.write('AUTOCANNON_JSON ' + JSON.stringify({
-  requests: result.requests.total,
-  duration_s: result.duration,
-  rps: result.requests.total / result.duration,
-  non2xx: result.non2xx,
-  errors: result.errors,
-  timeouts: result.timeouts,
-  latency_ms: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max, mean: result.latency.mean },
-}) + '\n');
+process.stdout.write(
+  'AUTOCANNON_JSON ' +
+    JSON.stringify({
+      requests: result.requests.total,
+      duration_s: result.duration,
+      rps: result.requests.total / result.duration,
+      non2xx: result.non2xx,
+      errors: result.errors,
+      timeouts: result.timeouts,
+      latency_ms: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max, mean: result.latency.mean },
+    }) +
+    '\n',
+);

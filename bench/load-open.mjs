@@ -17,7 +17,7 @@ const o = JSON.parse(process.argv[2]);
 const body = '{"name":"bench","price":1}';
 const request = Buffer.from(
   `POST ${o.path ?? '/product'} HTTP/1.1\r\nHost: 127.0.0.1:${o.port}\r\n` +
-  `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
 );
 const total = Math.round(o.rate * o.duration);
 const interval = 1000 / o.rate;
@@ -36,9 +36,14 @@ class Connection {
     this.inflight = null; // { intended, sent }
     this.buf = Buffer.alloc(0);
     this.socket = net.connect({ host: '127.0.0.1', port: o.port, noDelay: true });
-    this.ready = new Promise((resolve, reject) => { this.socket.once('connect', resolve); this.socket.once('error', reject); });
+    this.ready = new Promise((resolve, reject) => {
+      this.socket.once('connect', resolve);
+      this.socket.once('error', reject);
+    });
     this.socket.on('data', (chunk) => this.onData(chunk));
-    this.socket.on('error', () => { socketErrors++; });
+    this.socket.on('error', () => {
+      socketErrors++;
+    });
     // A server may close a connection (idle timeout, error): its request is lost, and a new
     // connection takes its place in the pool.
     this.socket.on('close', () => {
@@ -48,7 +53,12 @@ class Connection {
       if (this.inflight) lost++;
       const next = new Connection();
       connections[connections.indexOf(this)] = next;
-      next.ready.then(() => next.release(), () => { socketErrors++; });
+      next.ready.then(
+        () => next.release(),
+        () => {
+          socketErrors++;
+        },
+      );
     });
   }
 
@@ -125,16 +135,26 @@ const pct = (arr, p) => {
   const v = arr.slice(0, completed).sort();
   return v.length ? v[Math.min(v.length - 1, Math.ceil((p / 100) * v.length) - 1)] : NaN;
 };
-process.stdout.write('OPENLOOP_JSON ' + JSON.stringify({
-  requests: completed,
-  intended: total,
-  duration_s: (sendEnd - t0) / 1000,
-  rps: completed / ((sendEnd - t0) / 1000),
-  non2xx,
-  // Requests never answered (lost with a closed connection, or still open 5 s after the end).
-  errors: total - completed,
-  socket_errors: socketErrors,
-  lost_on_close: lost,
-  latency_ms: { p50: pct(fromIntended, 50), p90: pct(fromIntended, 90), p99: pct(fromIntended, 99), p999: pct(fromIntended, 99.9), max: pct(fromIntended, 100) },
-  service_ms: { p50: pct(fromSent, 50), p99: pct(fromSent, 99), max: pct(fromSent, 100) },
-}) + '\n');
+process.stdout.write(
+  'OPENLOOP_JSON ' +
+    JSON.stringify({
+      requests: completed,
+      intended: total,
+      duration_s: (sendEnd - t0) / 1000,
+      rps: completed / ((sendEnd - t0) / 1000),
+      non2xx,
+      // Requests never answered (lost with a closed connection, or still open 5 s after the end).
+      errors: total - completed,
+      socket_errors: socketErrors,
+      lost_on_close: lost,
+      latency_ms: {
+        p50: pct(fromIntended, 50),
+        p90: pct(fromIntended, 90),
+        p99: pct(fromIntended, 99),
+        p999: pct(fromIntended, 99.9),
+        max: pct(fromIntended, 100),
+      },
+      service_ms: { p50: pct(fromSent, 50), p99: pct(fromSent, 99), max: pct(fromSent, 100) },
+    }) +
+    '\n',
+);

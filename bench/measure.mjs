@@ -2,9 +2,7 @@
 // stops it with SIGTERM and returns one sample (with the server's `exit`). See bench/README.md,
 // "How it measures", for the steps and why they are taken.
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  checkResponses, closedLoad, cpuMicros, cpuSplit, max, openLoad, rssMb, scrapeSdkCounters, startServer, withRssSampling,
-} from './lib.mjs';
+import { checkResponses, closedLoad, cpuMicros, cpuSplit, max, openLoad, rssMb, scrapeSdkCounters, startServer, withRssSampling } from './lib.mjs';
 
 /**
  * Starts `name`, runs `measure(server)`, and stops the server whether or not it succeeded. The
@@ -41,8 +39,7 @@ export function measureClosed(name, config, sink, opts) {
     if (opts.warmup > 0) await closedLoad(server.port, opts.warmup, opts.connections);
     const sinkBefore = await sink.stats();
     const cpuBefore = cpuSplit(server.pid);
-    const { result: load, rssPeakMb, rssMedianMb } =
-      await withRssSampling(server.pid, () => closedLoad(server.port, opts.duration, opts.connections));
+    const { result: load, rssPeakMb, rssMedianMb } = await withRssSampling(server.pid, () => closedLoad(server.port, opts.duration, opts.connections));
     const cpuAfter = cpuSplit(server.pid);
     const userUs = cpuAfter.user - cpuBefore.user;
     const sysUs = cpuAfter.sys - cpuBefore.sys;
@@ -120,9 +117,15 @@ export function soak(name, config, seconds, connections) {
     const cpuAfter = cpuMicros(server.pid);
     const at = (s) => timeline.reduce((best, p) => (Math.abs(p.s - s) < Math.abs(best.s - s) ? p : best), timeline[0])?.rssMb;
     return {
-      config: name, seconds, timeline, rps: load.rps, errors: load.errors,
+      config: name,
+      seconds,
+      timeline,
+      rps: load.rps,
+      errors: load.errors,
       cpuUsPerRequest: (cpuAfter - cpuBefore) / load.requests,
-      rssAt60sMb: at(60), rssAtEndMb: timeline.at(-1)?.rssMb, rssPeakMb: max(timeline.map((p) => p.rssMb)),
+      rssAt60sMb: at(60),
+      rssAtEndMb: timeline.at(-1)?.rssMb,
+      rssPeakMb: max(timeline.map((p) => p.rssMb)),
     };
   });
 }

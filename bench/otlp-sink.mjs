@@ -91,7 +91,11 @@ export async function startSink(port = 0) {
   return {
     port: typeof address === 'object' && address ? address.port : port,
     stats: () => JSON.parse(JSON.stringify(stats)),
-    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve(undefined)); }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve(undefined));
+      }),
   };
 }
 

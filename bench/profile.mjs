@@ -133,7 +133,11 @@ function summarise(profile, top, windowUs) {
     }
     for (const k of fns) fnIncl.set(k, (fnIncl.get(k) ?? 0) + t);
   }
-  const table = (map, n) => [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, t]) => ({ name: k, ms: t / 1000, pct: (100 * t) / busy }));
+  const table = (map, n) =>
+    [...map]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, n)
+      .map(([k, t]) => ({ name: k, ms: t / 1000, pct: (100 * t) / busy }));
   return {
     totalMs: total / 1000,
     busyMs: busy / 1000,
@@ -186,7 +190,8 @@ let recorded;
 if (!file) {
   const r = (recorded = await record());
   file = r.file;
-  detail = `Closed-loop wrk load, ${args.connections} connections, ${args.duration} s after ${args.warmup} s warm-up: ` +
+  detail =
+    `Closed-loop wrk load, ${args.connections} connections, ${args.duration} s after ${args.warmup} s warm-up: ` +
     `${r.load.rps.toFixed(0)} req/s, ${r.cpuUs.toFixed(1)} CPU µs/request (with the profiler on: compare only within a profile). Only samples from the measured window.`;
 }
 const summary = summarise(JSON.parse(fs.readFileSync(file, 'utf8')), top, recorded?.windowUs);

@@ -11,17 +11,38 @@ const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
 
 /** The cells of one closed-loop summary, from "CPU µs/request" to "errors". */
 const closedCells = (s) => [
-  `${f(s.cpuUsPerRequest)} (${f(s.cpuUsPerRequestMin)}–${f(s.cpuUsPerRequestMax)})`, f(s.sysUsPerRequest), f(s.cpuRatio, 2),
-  f(s.rps, 0), f(s.p50Ms, 2), f(s.p99Ms, 2), f(s.rssIdleMb, 0), f(s.rssPeakMb, 0), f(s.startupMs, 0),
-  f(s.spansPerRequest, 2), f(s.otlpBytesPerRequest, 0), s.errors,
+  `${f(s.cpuUsPerRequest)} (${f(s.cpuUsPerRequestMin)}–${f(s.cpuUsPerRequestMax)})`,
+  f(s.sysUsPerRequest),
+  f(s.cpuRatio, 2),
+  f(s.rps, 0),
+  f(s.p50Ms, 2),
+  f(s.p99Ms, 2),
+  f(s.rssIdleMb, 0),
+  f(s.rssPeakMb, 0),
+  f(s.startupMs, 0),
+  f(s.spansPerRequest, 2),
+  f(s.otlpBytesPerRequest, 0),
+  s.errors,
 ];
 
 function closedTable({ meta, summary }) {
   // The "× current build" column only when the run compared two builds (--against).
   const ab = meta.configs.some((name) => name.endsWith(AGAINST));
   const lines = header([
-    'configuration', 'CPU µs/request (min–max)', 'of which kernel', '× plain node:http', ...(ab ? ['× current build'] : []),
-    'req/s', 'p50 ms', 'p99 ms', 'RSS idle MB', 'RSS load MB', 'start-up ms', 'spans/req', 'OTLP B/req', 'errors',
+    'configuration',
+    'CPU µs/request (min–max)',
+    'of which kernel',
+    '× plain node:http',
+    ...(ab ? ['× current build'] : []),
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'RSS idle MB',
+    'RSS load MB',
+    'start-up ms',
+    'spans/req',
+    'OTLP B/req',
+    'errors',
   ]);
   const cells = (label, s) => {
     const c = closedCells(s);
@@ -30,10 +51,14 @@ function closedTable({ meta, summary }) {
   for (const name of meta.configs) if (summary[name]?.rounds) lines.push(cells(name, summary[name]));
   const before = handmadeRow();
   if (before) {
-    lines.push(cells(`service-full, hand-made tracing before sdk-node (run of ${before.date.slice(0, 10)}, start-up ${f(before.startupRatio, 1)}x plain)`, before.s));
+    lines.push(
+      cells(`service-full, hand-made tracing before sdk-node (run of ${before.date.slice(0, 10)}, start-up ${f(before.startupRatio, 1)}x plain)`, before.s),
+    );
   }
   lines.push('');
-  lines.push('Medians over the rounds. "× plain node:http" is the CPU-per-request ratio against plain node:http in the same round, medianed over the rounds. CPU = utime+stime of the server process (all threads) over the measured window ÷ requests completed in it; "of which kernel" is the stime part. Closed loop (wrk, POST /product); latencies at saturation. RSS load = peak VmRSS sampled every 100 ms in the window.');
+  lines.push(
+    'Medians over the rounds. "× plain node:http" is the CPU-per-request ratio against plain node:http in the same round, medianed over the rounds. CPU = utime+stime of the server process (all threads) over the measured window ÷ requests completed in it; "of which kernel" is the stime part. Closed loop (wrk, POST /product); latencies at saturation. RSS load = peak VmRSS sampled every 100 ms in the window.',
+  );
   if (ab) lines.push(`"× current build": the same ratio against the same configuration of the current build; \`…${AGAINST}\` = ${meta.against}.`);
   return lines;
 }
@@ -48,10 +73,20 @@ function rateTable({ meta, rate }) {
     const rs = rate.filter((r) => r.config === name);
     if (!rs.length) continue;
     const m = (k) => median(rs.map((r) => r[k]));
-    lines.push(row([
-      name, f(m('targetRps'), 0), f(m('rps'), 0), f(m('p50Ms'), 2), f(m('p99Ms'), 2), f(min(rs.map((r) => r.p99Ms)), 2),
-      f(m('p999Ms'), 2), f(m('maxMs'), 1), f(m('cpuUsPerRequest')), rs.reduce((a, r) => a + r.errors, 0),
-    ]));
+    lines.push(
+      row([
+        name,
+        f(m('targetRps'), 0),
+        f(m('rps'), 0),
+        f(m('p50Ms'), 2),
+        f(m('p99Ms'), 2),
+        f(min(rs.map((r) => r.p99Ms)), 2),
+        f(m('p999Ms'), 2),
+        f(m('maxMs'), 1),
+        f(m('cpuUsPerRequest')),
+        rs.reduce((a, r) => a + r.errors, 0),
+      ]),
+    );
   }
   return lines;
 }
@@ -89,10 +124,12 @@ export function markdown(result) {
   const { meta, summary, rate, soak, startups } = result;
   const m = meta.machine;
   const o = meta.options;
-  const sections = [[
-    `Measured ${meta.date} on ${m.nproc} × ${m.cpu}, ${m.memGb} GiB, Linux ${m.kernel}, Node ${m.node}, ${m.loadGenerator}.`,
-    `Command: \`${meta.command}\` (${o.rounds} rounds × ${o.duration} s, ${o.connections} connections, ${o.warmup} s warm-up; ${m.pinned}).`,
-  ]];
+  const sections = [
+    [
+      `Measured ${meta.date} on ${m.nproc} × ${m.cpu}, ${m.memGb} GiB, Linux ${m.kernel}, Node ${m.node}, ${m.loadGenerator}.`,
+      `Command: \`${meta.command}\` (${o.rounds} rounds × ${o.duration} s, ${o.connections} connections, ${o.warmup} s warm-up; ${m.pinned}).`,
+    ],
+  ];
   if (meta.configs.some((name) => summary[name]?.rounds > 0)) sections.push(closedTable(result));
   if (rate.length) sections.push(rateTable(result));
   if (startups.length) sections.push(startupTable(result));

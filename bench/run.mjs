@@ -15,8 +15,19 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { measureClosed, measureRate, soak, startupOnly } from './measure.mjs';
 import {
-  AGAINST, LOAD_CORE, RESULTS, ROOT, SERVER_CORE, SERVICE,
-  configurations, logDir, machineInfo, pinToLoadCore, snapshotService, startSink, wrkAvailable,
+  AGAINST,
+  LOAD_CORE,
+  RESULTS,
+  ROOT,
+  SERVER_CORE,
+  SERVICE,
+  configurations,
+  logDir,
+  machineInfo,
+  pinToLoadCore,
+  snapshotService,
+  startSink,
+  wrkAvailable,
 } from './lib.mjs';
 import { writeBlock } from './readme-block.mjs';
 import { f, markdown } from './render.mjs';
@@ -49,7 +60,10 @@ const { values: args } = parseArgs({
 });
 
 if (args.help) {
-  const usage = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(2, 6);
+  const usage = fs
+    .readFileSync(new URL(import.meta.url), 'utf8')
+    .split('\n')
+    .slice(2, 6);
   console.log(usage.map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
@@ -117,39 +131,58 @@ async function measureAll(all, sink) {
   const exitedCleanly = (s, what) => {
     if (s.exit.code !== 0) note(`${what}: exit ${JSON.stringify(s.exit)} after SIGTERM (see ${path.relative(ROOT, logDir)})`);
   };
-  const startups = await interleaved(opts.startup, opts.configs, (name, i) => `${name} start-up sample ${i}`,
-    (name) => startupOnly(name, all[name]), exitedCleanly);
+  const startups = await interleaved(
+    opts.startup,
+    opts.configs,
+    (name, i) => `${name} start-up sample ${i}`,
+    (name) => startupOnly(name, all[name]),
+    exitedCleanly,
+  );
 
-  const samples = await interleaved(opts.rounds, opts.configs, (name, round) => `${name} round ${round}`,
+  const samples = await interleaved(
+    opts.rounds,
+    opts.configs,
+    (name, round) => `${name} round ${round}`,
     async (name, round) => ({ round, ...(await measureClosed(name, all[name], sink, { ...opts, smoke })) }),
     (s, what) => {
-      console.error(`round ${s.round} ${s.config.padEnd(16)} ${f(s.cpuUsPerRequest).padStart(6)} µs/req ${f(s.rps, 0).padStart(6)} req/s  p99 ${f(s.p99Ms, 2)} ms  RSS ${f(s.rssPeakMb, 0)} MB  start-up ${f(s.startupMs, 0)} ms  spans/req ${f(s.spansPerRequest, 2)}`);
+      console.error(
+        `round ${s.round} ${s.config.padEnd(16)} ${f(s.cpuUsPerRequest).padStart(6)} µs/req ${f(s.rps, 0).padStart(6)} req/s  p99 ${f(s.p99Ms, 2)} ms  RSS ${f(s.rssPeakMb, 0)} MB  start-up ${f(s.startupMs, 0)} ms  spans/req ${f(s.spansPerRequest, 2)}`,
+      );
       if (s.errors > 0) note(`${what}: ${s.errors} failed requests`);
       if (!(s.requests > 0)) note(`${what}: no request completed`);
       if (all[s.config].traced && !(s.spansPerRequest > 0)) note(`${what}: no span reached the OTLP sink`);
       if (s.sdk && (s.sdk.dropped > 0 || s.sdk.exportFailed > 0)) note(`${what}: ${s.sdk.dropped} spans dropped, ${s.sdk.exportFailed} failed to export`);
       exitedCleanly(s, what);
-    });
+    },
+  );
   const summary = summarise(samples, opts.configs);
 
   let rate = [];
   if (opts.rateMode) {
     if (!opts.rate && samples.length === 0) throw new Error('--rate-mode without closed-loop rounds needs --rate N');
-    rate = await interleaved(opts.rateRounds, opts.configs, (name, round) => `${name} fixed-rate round ${round}`,
+    rate = await interleaved(
+      opts.rateRounds,
+      opts.configs,
+      (name, round) => `${name} fixed-rate round ${round}`,
       async (name, round) => ({ round, ...(await measureRate(name, all[name], opts.rate ?? summary[name].rps / 2, opts)) }),
       (r, what) => {
         console.error(`rate  ${r.round} ${r.config.padEnd(16)} ${f(r.rps, 0)}/${r.targetRps} req/s  p50 ${f(r.p50Ms, 2)} ms  p99 ${f(r.p99Ms, 2)} ms`);
         if (r.errors > 0) note(`${what}: ${r.errors} failed requests`);
-      });
+      },
+    );
   }
 
-  const soaks = await interleaved(opts.soak > 0 ? 1 : 0, opts.soakConfigs, (name) => `${name} soak`,
+  const soaks = await interleaved(
+    opts.soak > 0 ? 1 : 0,
+    opts.soakConfigs,
+    (name) => `${name} soak`,
     (name) => soak(name, all[name], opts.soak, opts.connections),
     (s, what) => {
       console.error(`soak  ${s.config} ${s.seconds} s: RSS ${f(s.rssAt60sMb, 0)} MB at 60 s, ${f(s.rssAtEndMb, 0)} MB at end`);
       if (s.errors > 0) note(`${what}: ${s.errors} failed requests`);
       exitedCleanly(s, what);
-    });
+    },
+  );
   return { summary, samples, rate, soak: soaks, startups };
 }
 

@@ -50,13 +50,24 @@ function configurations(closedPort) {
   return {
     'plain-http': { title: 'plain node:http', args: ['bench/baseline-http.cjs'], env: {} },
     'service-off': { title: 'service, OTEL_SDK_DISABLED=true', ...service('bundled'), env: { OTEL_SDK_DISABLED: 'true', ...noCache } },
-    'service-off+cache': { title: 'service, OTEL_SDK_DISABLED=true, compile cache warm', ...service('bundled'), env: { OTEL_SDK_DISABLED: 'true', ...cache('off') } },
+    'service-off+cache': {
+      title: 'service, OTEL_SDK_DISABLED=true, compile cache warm',
+      ...service('bundled'),
+      env: { OTEL_SDK_DISABLED: 'true', ...cache('off') },
+    },
     unbundled: { title: 'tracing on, unbundled', ...service('unbundled'), env: { ...tracing, ...noCache } },
     'unbundled+cache': { title: 'tracing on, unbundled, compile cache warm', ...service('unbundled'), env: { ...tracing, ...cache('unbundled') } },
     bundled: { title: 'tracing on, bundled', ...service('bundled'), env: { ...tracing, ...noCache } },
     'bundled+cache': { title: 'tracing on, bundled, compile cache warm (npm start, image)', ...service('bundled'), env: { ...tracing, ...cache('bundled') } },
     ...(args.flags
-      ? { 'bundled+cache+flags': { title: `as bundled+cache, with node ${args.flags}`, ...service('bundled'), nodeArgs: args.flags.split(/\s+/), env: { ...tracing, ...cache('bundled-flags') } } }
+      ? {
+          'bundled+cache+flags': {
+            title: `as bundled+cache, with node ${args.flags}`,
+            ...service('bundled'),
+            nodeArgs: args.flags.split(/\s+/),
+            env: { ...tracing, ...cache('bundled-flags') },
+          },
+        }
       : {}),
   };
 }
@@ -115,7 +126,9 @@ async function main() {
     const ms = samples[name].map((s) => s.startupMs);
     const m = median(ms);
     const cpu = median(samples[name].map((s) => s.cpuMs));
-    rows.push(`| ${name}: ${all[name].title} | ${f(m)} | ${f(min(ms))}–${f(max(ms))} | ${f(m / plain, 1)} | ${f(cpu)} (${f(cpu / plainCpu, 1)}) | ${f(median(samples[name].map((s) => s.rssMb)))} |`);
+    rows.push(
+      `| ${name}: ${all[name].title} | ${f(m)} | ${f(min(ms))}–${f(max(ms))} | ${f(m / plain, 1)} | ${f(cpu)} (${f(cpu / plainCpu, 1)}) | ${f(median(samples[name].map((s) => s.rssMb)))} |`,
+    );
   }
   console.log(rows.join('\n'));
 }

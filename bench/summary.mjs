@@ -74,12 +74,21 @@ export function goals(summary, rate, soakResults, startups) {
     g('full observability: CPU/request vs plain node:http', '≤ 4.5x', full?.cpuRatio, 'x', full?.cpuRatio <= 4.5),
     g('observability off: CPU/request vs plain node:http', '≤ 2.5x', off?.cpuRatio, 'x', off?.cpuRatio <= 2.5),
     g('RSS under full load (peak, worst round)', '≤ 200 MB', full?.rssPeakMaxMb, 'MB', full?.rssPeakMaxMb <= 200),
-    g('RSS growth, minute 1 → end of soak', 'none (≤ 5 %)',
-      soakFull ? soakFull.rssAtEndMb - soakFull.rssAt60sMb : undefined, 'MB',
-      soakFull ? soakFull.rssAtEndMb <= soakFull.rssAt60sMb * 1.05 : null),
+    g(
+      'RSS growth, minute 1 → end of soak',
+      'none (≤ 5 %)',
+      soakFull ? soakFull.rssAtEndMb - soakFull.rssAt60sMb : undefined,
+      'MB',
+      soakFull ? soakFull.rssAtEndMb <= soakFull.rssAt60sMb * 1.05 : null,
+    ),
     g('start-up to first healthy /health, tracing on, vs plain node:http', '≤ 8x', startupRatio, 'x', startupRatio <= 8),
-    g('p99 latency at half the max throughput', '< 5 ms', rateFull.length ? median(rateFull.map((r) => r.p99Ms)) : undefined, 'ms',
-      median(rateFull.map((r) => r.p99Ms)) < 5),
+    g(
+      'p99 latency at half the max throughput',
+      '< 5 ms',
+      rateFull.length ? median(rateFull.map((r) => r.p99Ms)) : undefined,
+      'ms',
+      median(rateFull.map((r) => r.p99Ms)) < 5,
+    ),
   ];
 }
 

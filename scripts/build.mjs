@@ -28,7 +28,12 @@ const OUTFILE = path.join(DIST, 'observability', 'telemetry.bundle.js');
 const NODE_MODULES = path.join(ROOT, 'node_modules');
 
 /** Dependencies that only telemetry.ts uses: bundled. Every other dependency stays external. */
-const TELEMETRY_ONLY = new Set(['@opentelemetry/sdk-node', '@opentelemetry/auto-instrumentations-node', '@opentelemetry/sdk-metrics', '@opentelemetry/resources']);
+const TELEMETRY_ONLY = new Set([
+  '@opentelemetry/sdk-node',
+  '@opentelemetry/auto-instrumentations-node',
+  '@opentelemetry/sdk-metrics',
+  '@opentelemetry/resources',
+]);
 
 function tsc() {
   fs.rmSync(DIST, { recursive: true, force: true });
@@ -36,7 +41,11 @@ function tsc() {
   if (run.status !== 0) process.exit(run.status ?? 1);
 }
 
-const packageName = (specifier) => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+const packageName = (specifier) =>
+  specifier
+    .split('/')
+    .slice(0, specifier.startsWith('@') ? 2 : 1)
+    .join('/');
 
 /** @returns {esbuild.Plugin} */
 function externals(shared) {

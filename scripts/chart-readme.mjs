@@ -89,9 +89,7 @@ const cell = (text) => text.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
 const docs = documentedKeys();
 const documented = new Set(docs.map((d) => d.path.join('.')));
-const missing = leaves(values).filter(
-  (path) => !path.some((_, i) => documented.has(path.slice(0, i + 1).join('.'))),
-);
+const missing = leaves(values).filter((path) => !path.some((_, i) => documented.has(path.slice(0, i + 1).join('.'))));
 if (missing.length > 0) {
   console.error(`${valuesFile}: values without a "# --" description:\n  ${missing.map((p) => p.join('.')).join('\n  ')}`);
   process.exit(1);

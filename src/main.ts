@@ -24,7 +24,9 @@ const bundle = join(__dirname, 'observability', 'telemetry.bundle.js');
 // Both export the same startTelemetry; dist/observability/telemetry.js requires the SDK from
 // node_modules, and only when tracing is on (a build by tsc alone has no bundle).
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startTelemetry } = require(!sdkDisabled(process.env) && existsSync(bundle) ? bundle : './observability/telemetry') as typeof import('./observability/telemetry');
+const { startTelemetry } = require(
+  !sdkDisabled(process.env) && existsSync(bundle) ? bundle : './observability/telemetry',
+) as typeof import('./observability/telemetry');
 const telemetry = startTelemetry();
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- must be loaded after telemetry has started
 const { runService } = require('./service') as typeof import('./service');

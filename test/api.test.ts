@@ -54,7 +54,10 @@ describe('POST /product accepts any body as given', () => {
   });
   it('with binary data', async () => {
     expectProductAnswer(
-      await request(service.baseUrl).post('/product').set('Content-Type', 'application/octet-stream').send(Buffer.from([0, 255, 1, 254, 0, 0])),
+      await request(service.baseUrl)
+        .post('/product')
+        .set('Content-Type', 'application/octet-stream')
+        .send(Buffer.from([0, 255, 1, 254, 0, 0])),
     );
   });
   it('with a chunked body', async () => {
@@ -69,7 +72,10 @@ describe('POST /product accepts any body as given', () => {
   });
   it('with a body of exactly the limit', async () => {
     expectProductAnswer(
-      await request(service.baseUrl).post('/product').set('Content-Type', 'application/octet-stream').send(Buffer.alloc(1024 * 1024, 1)),
+      await request(service.baseUrl)
+        .post('/product')
+        .set('Content-Type', 'application/octet-stream')
+        .send(Buffer.alloc(1024 * 1024, 1)),
     );
   });
   it('gives a fresh id per request', async () => {

@@ -72,9 +72,7 @@ describe('a client that leaves in the middle of its body', () => {
       const traceId = randomBytes(16).toString('hex');
       traceIds.push(traceId);
       const connection = await openRaw(svc.port);
-      connection.socket.write(
-        `POST /product HTTP/1.1\r\nHost: x\r\ntraceparent: 00-${traceId}-00f067aa0ba902b7-01\r\nContent-Length: 1000\r\n\r\n{"name":`,
-      );
+      connection.socket.write(`POST /product HTTP/1.1\r\nHost: x\r\ntraceparent: 00-${traceId}-00f067aa0ba902b7-01\r\nContent-Length: 1000\r\n\r\n{"name":`);
       await sleep(200); // the route is reading the body
       leave(connection.socket);
       await connection.closed;
@@ -115,7 +113,11 @@ describe('a request answered 408 because its body came too slowly', () => {
     await connection.closed;
     expect(connection.received()).toBe(raw);
 
-    await vi.waitFor(() => expect(svc.logs.map((line) => line.msg)).toContain('request completed'), { timeout: 3000, interval: 20, message: 'the request line' });
+    await vi.waitFor(() => expect(svc.logs.map((line) => line.msg)).toContain('request completed'), {
+      timeout: 3000,
+      interval: 20,
+      message: 'the request line',
+    });
     expect(svc.logs.filter((line) => line.msg === 'request completed')).toEqual([expect.objectContaining({ level: 'info', status: 408, route: '/product' })]);
     expect(svc.logs.filter((line) => line.level === 'error')).toEqual([]);
     const exposition = (await svc.metrics.render(undefined)).body;
@@ -265,7 +267,6 @@ describe('HTTP that Node lets through or answers outside the service error shape
     expect(idsIssued((await svc.metrics.render(undefined)).body)).toBe(0);
     expect(parseResponse(await exchangeUntilClosed(svc.port, 'POST /product HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}')).status).toBe(201);
   });
-
 });
 
 describe('pipelining', () => {

@@ -27,7 +27,10 @@ describe('OpenTelemetry configuration mistakes', () => {
     ['OTEL_NODE_ENABLED_INSTRUMENTATIONS', 'http,kao', /instrumentation-kao/],
   ])('%s=%s is reported in one stderr line and the service still answers', async (name, value, said) => {
     const stderr = await stderrOf({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', [name]: value });
-    const lines = stderr.trim().split('\n').filter((line) => said.test(line));
+    const lines = stderr
+      .trim()
+      .split('\n')
+      .filter((line) => said.test(line));
     expect(lines, stderr).toHaveLength(1);
     expect(lines[0]).toMatch(/^opentelemetry (warn|error): /);
   });
@@ -40,7 +43,7 @@ describe('OpenTelemetry configuration mistakes', () => {
         () => receiver.waitForSpans(() => true),
       );
       expect(stderr.trim().split('\n')).toEqual([
-        'product-service: OTEL_RESOURCE_ATTRIBUTES entry "broken" is not key=value (percent-encode \',\' and \'=\', at most 255 characters): left out, the other entries apply',
+        "product-service: OTEL_RESOURCE_ATTRIBUTES entry \"broken\" is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply",
       ]);
       const [span] = receiver.spans;
       expect(span?.resource).toMatchObject({ team: 'shop', region: 'eu-west' });

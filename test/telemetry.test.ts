@@ -347,7 +347,10 @@ describe('exporters and SDK configuration from the environment', () => {
     await spanOf(collector, trace.traceId);
     expect(await svc.stop('SIGTERM')).toBe(0);
 
-    const stderrLines = svc.stderr().split('\n').filter((line) => line !== '');
+    const stderrLines = svc
+      .stderr()
+      .split('\n')
+      .filter((line) => line !== '');
     expect(stderrLines.filter((line) => line.startsWith('opentelemetry debug: ')).length).toBeGreaterThan(0);
     // A diagnostic that spans lines (an object printed by util.inspect) leaves lines without the prefix.
     expect(stderrLines.filter((line) => !DIAGNOSTIC_LINE.test(line))).toEqual([]);
@@ -370,7 +373,7 @@ describe('resource', () => {
     });
   });
 
-  it("by default describes this process, host and OS: process.pid, host.name, os.type, service.instance.id, telemetry.sdk.*", async () => {
+  it('by default describes this process, host and OS: process.pid, host.name, os.type, service.instance.id, telemetry.sdk.*', async () => {
     const { span, svc } = await oneExportedSpan();
     expect(span.resource).toMatchObject({
       'service.name': 'product-service',
@@ -503,7 +506,12 @@ describe('span pipeline self-metrics', () => {
       expect(byErrorType(exposition, EXPORTED)).toEqual({ '': 0, ...failures });
       if (collector !== undefined) expect(collector.requests.length).toBeGreaterThan(0);
       // Whatever the SDK says about the failures is one line each, on stderr; stdout stays JSON.
-      expect(svc.stderr().split('\n').filter((line) => line !== '' && !DIAGNOSTIC_LINE.test(line))).toEqual([]);
+      expect(
+        svc
+          .stderr()
+          .split('\n')
+          .filter((line) => line !== '' && !DIAGNOSTIC_LINE.test(line)),
+      ).toEqual([]);
       expect(svc.logLines().filter((line) => 'raw' in line)).toEqual([]);
     },
     60_000,

@@ -33,7 +33,11 @@ export function rawExchange(port, payload, { waitMs = 2000 } = {}) {
   const t0 = performance.now();
   const socket = net.connect(port, '127.0.0.1');
   const chunks = [];
-  const { ended, finish } = settleOnce(socket, waitMs, null, (closed) => ({ raw: Buffer.concat(chunks).toString('latin1'), closed, ms: performance.now() - t0 }));
+  const { ended, finish } = settleOnce(socket, waitMs, null, (closed) => ({
+    raw: Buffer.concat(chunks).toString('latin1'),
+    closed,
+    ms: performance.now() - t0,
+  }));
   socket.on('data', (chunk) => chunks.push(chunk));
   socket.on('end', () => finish('FIN'));
   socket.on('error', (err) => finish(err.code === 'ECONNRESET' || err.code === 'EPIPE' ? 'reset' : `error ${err.code}`));
@@ -100,11 +104,11 @@ export async function rawCase(port, { sent, payload, status, mustClose = true })
 }
 
 /** Waits for the socket to connect (or fail): many at once would otherwise overflow the accept backlog unnoticed. */
-export const connected = (socket) => new Promise((resolve) => {
-  socket.once('connect', () => resolve(true));
-  socket.once('error', () => resolve(false));
-});
-
+export const connected = (socket) =>
+  new Promise((resolve) => {
+    socket.once('connect', () => resolve(true));
+    socket.once('error', () => resolve(false));
+  });
 
 /**
  * Streams `total` bytes as 64 KB chunks and goes on after the answer, as a client that ignores it
@@ -132,7 +136,9 @@ export function chunkedUpload(port, total) {
     answer += d.toString('latin1');
   });
   socket.on('drain', pump);
-  socket.on('end', () => { bytesSentAtFin = bytesSent; });
+  socket.on('end', () => {
+    bytesSentAtFin = bytesSent;
+  });
   socket.on('error', (err) => finish(`reset by the server (${err.code})`));
   socket.write('POST /product HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n');
   pump();
@@ -151,7 +157,9 @@ export function writeAllThenRead(port, size) {
   let bytesSent = 0;
   const { ended, finish, finished } = settleOnce(socket, 30_000, 'timeout', (ending) => ({ answer, bytesSent, ending }));
   socket.on('error', (err) => finish(`reset (${err.code})${answer ? ' after the answer' : ''}`));
-  socket.on('data', (d) => { answer += d.toString('latin1'); });
+  socket.on('data', (d) => {
+    answer += d.toString('latin1');
+  });
   socket.on('end', () => finish('FIN'));
   const chunk = Buffer.alloc(256 * 1024, 'x');
   socket.write(`POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${size}\r\n\r\n`);

@@ -25,7 +25,12 @@ export async function stuckStdout(ctx) {
   const reader = spawn('sh', ['-c', 'exec 0<"$1"; head -n 5 > "$2"; exec sleep 600', 'sh', fifo, headPath], { stdio: 'ignore' });
   ctx.onCleanup(() => reader.kill('SIGKILL'));
   // Opened in the thread pool: open(2) of a FIFO for writing waits for its reader.
-  const handle = await Promise.race([fs.promises.open(fifo, 'w'), sleep(5000).then(() => { throw new Error('FIFO reader did not open'); })]);
+  const handle = await Promise.race([
+    fs.promises.open(fifo, 'w'),
+    sleep(5000).then(() => {
+      throw new Error('FIFO reader did not open');
+    }),
+  ]);
   const svc = await ctx.start('stuck-stdout', { SHUTDOWN_TIMEOUT: '5' }, { stdoutFd: handle.fd });
   await handle.close();
   const probe = startHealthProbe(svc.port);
@@ -39,29 +44,30 @@ export async function stuckStdout(ctx) {
   const control = await ctx.start('stuck-stdout-control');
   const controlLoad = await runWorker('keepalive', { port: control.port, connections: 8, seconds: 20 });
   await control.stop();
-  return [{
-    sent: 'stdout = FIFO whose reader stops after 5 lines; 20 s `POST /product` on 8 keep-alive connections; then SIGTERM (`SHUTDOWN_TIMEOUT=5`)',
-    got: `${load.ok} answered (${statusText(load)}); ${health(h)}; ${dropped} log lines dropped; exit ${exit.code ?? exit.signal} ${(exit.ms / 1000).toFixed(1)} s after SIGTERM (reader got ${read} lines); same load, stdout to a file: ${controlLoad.ok} answered, peak ${control.peakRssMb().toFixed(0)} MB`,
-    failures: [
-      ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
-      // The load alone grows the heap; the stuck pipe may add its 8 MiB buffer and little more.
-      ...(peak < control.peakRssMb() + 24 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ ${control.peakRssMb().toFixed(0)} MB (stdout to a file) + 24 MB`]),
-      ...(dropped > 0 ? [] : ['no dropped lines counted']),
-      ...(exit.code === 0 && exit.ms <= 5000 ? [] : [`exit ${exit.code ?? exit.signal} after ${(exit.ms / 1000).toFixed(1)} s (expected 0 within 5 s)`]),
-      ...(load.failed === 0 ? [] : [`${load.failed} requests failed`]),
-    ],
-    rssMb: peak,
-    details: { load, health: h, dropped, exit, control: { load: controlLoad, peakRssMb: control.peakRssMb() } },
-  }];
+  return [
+    {
+      sent: 'stdout = FIFO whose reader stops after 5 lines; 20 s `POST /product` on 8 keep-alive connections; then SIGTERM (`SHUTDOWN_TIMEOUT=5`)',
+      got: `${load.ok} answered (${statusText(load)}); ${health(h)}; ${dropped} log lines dropped; exit ${exit.code ?? exit.signal} ${(exit.ms / 1000).toFixed(1)} s after SIGTERM (reader got ${read} lines); same load, stdout to a file: ${controlLoad.ok} answered, peak ${control.peakRssMb().toFixed(0)} MB`,
+      failures: [
+        ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+        // The load alone grows the heap; the stuck pipe may add its 8 MiB buffer and little more.
+        ...(peak < control.peakRssMb() + 24 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ ${control.peakRssMb().toFixed(0)} MB (stdout to a file) + 24 MB`]),
+        ...(dropped > 0 ? [] : ['no dropped lines counted']),
+        ...(exit.code === 0 && exit.ms <= 5000 ? [] : [`exit ${exit.code ?? exit.signal} after ${(exit.ms / 1000).toFixed(1)} s (expected 0 within 5 s)`]),
+        ...(load.failed === 0 ? [] : [`${load.failed} requests failed`]),
+      ],
+      rssMb: peak,
+      details: { load, health: h, dropped, exit, control: { load: controlLoad, peakRssMb: control.peakRssMb() } },
+    },
+  ];
 }
-
 
 /** 8. A collector that accepts connections and never answers, while clients send 15 KB User-Agents. */
 export async function hangingCollector(ctx) {
   // The heap the chart gives its pod: what a hanging collector leaves queued must fit in it.
   const flag = POD_HEAP;
   const why = 'the heap the chart gives in its 384 Mi pod';
-  const heapLimitMb = Number(execFileSync(NODE, [...flag.split(" "), '-p', 'require("v8").getHeapStatistics().heap_size_limit']).toString()) / MB;
+  const heapLimitMb = Number(execFileSync(NODE, [...flag.split(' '), '-p', 'require("v8").getHeapStatistics().heap_size_limit']).toString()) / MB;
   const collector = await startHangingCollector();
   ctx.onCleanup(() => collector.close());
   const svc = await ctx.start('hanging-collector', {
@@ -77,19 +83,21 @@ export async function hangingCollector(ctx) {
   const spans = collector.requests.flatMap((body) => decodeSpans(body));
   const longest = max(spans.map((s) => (s['user_agent.original'] ?? '').length));
   const peak = svc.peakRssMb();
-  return [{
-    sent: `OTLP endpoint that never answers; 15 s \`POST /product\` with 15 KB User-Agents on 8 connections; \`NODE_OPTIONS=${flag}\` (${why}; V8 heap limit ${heapLimitMb.toFixed(0)} MB)`,
-    got: `${load.ok} answered (${statusText(load)}); collector got ${collector.requests.length} exports, ${spans.length} spans, longest user_agent.original ${longest} chars; ${sdk?.dropped ?? '?'} spans dropped (queue full); ${health(h)}; exit ${exit.code ?? exit.signal} in ${(exit.ms / 1000).toFixed(1)} s`,
-    failures: [
-      ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
-      ...(spans.length > 0 ? [] : ['no export reached the collector']),
-      ...(longest <= 1024 ? [] : [`attribute of ${longest} chars (limit 1024)`]),
-      ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
-      ...(load.failed === 0 ? [] : [`${load.failed} requests failed`]),
-    ],
-    rssMb: peak,
-    details: { flag, heapLimitMb, load, health: h, sdk, exit, exports: collector.requests.length, spans: spans.length, longest },
-  }];
+  return [
+    {
+      sent: `OTLP endpoint that never answers; 15 s \`POST /product\` with 15 KB User-Agents on 8 connections; \`NODE_OPTIONS=${flag}\` (${why}; V8 heap limit ${heapLimitMb.toFixed(0)} MB)`,
+      got: `${load.ok} answered (${statusText(load)}); collector got ${collector.requests.length} exports, ${spans.length} spans, longest user_agent.original ${longest} chars; ${sdk?.dropped ?? '?'} spans dropped (queue full); ${health(h)}; exit ${exit.code ?? exit.signal} in ${(exit.ms / 1000).toFixed(1)} s`,
+      failures: [
+        ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
+        ...(spans.length > 0 ? [] : ['no export reached the collector']),
+        ...(longest <= 1024 ? [] : [`attribute of ${longest} chars (limit 1024)`]),
+        ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+        ...(load.failed === 0 ? [] : [`${load.failed} requests failed`]),
+      ],
+      rssMb: peak,
+      details: { flag, heapLimitMb, load, health: h, sdk, exit, exports: collector.requests.length, spans: spans.length, longest },
+    },
+  ];
 }
 
 /** An OTLP/HTTP endpoint that reads every export request and never answers it. */
@@ -107,7 +115,10 @@ async function startHangingCollector() {
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     requests,
-    close: () => { server.closeAllConnections(); server.close(); },
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
   };
 }
 
@@ -133,7 +144,10 @@ function decodeSpans(body) {
 /** 9. Can a caller force its request to be sampled? With parentbased_* yes (as specified), with traceidratio no. */
 export async function forcedSampling(ctx) {
   const rows = [];
-  for (const [sampler, expectation] of [['parentbased_traceidratio', (n) => n === 200], ['traceidratio', (n) => n <= 10]]) {
+  for (const [sampler, expectation] of [
+    ['parentbased_traceidratio', (n) => n === 200],
+    ['traceidratio', (n) => n <= 10],
+  ]) {
     const sink = await startOtlpSink();
     ctx.onCleanup(() => sink.close());
     const svc = await ctx.start(`sampling-${sampler}`, {
@@ -147,7 +161,10 @@ export async function forcedSampling(ctx) {
       const traceId = crypto.createHash('sha256').update(`hostile-${i}`).digest('hex').slice(0, 32);
       const traceparent = `00-${traceId}-${traceId.slice(0, 16)}-01`;
       const res = await new Promise((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port: svc.port, method: 'POST', path: '/product', agent: false, headers: { traceparent } }, (r) => { r.resume(); r.on('end', () => resolve(r.statusCode)); });
+        const req = http.request({ host: '127.0.0.1', port: svc.port, method: 'POST', path: '/product', agent: false, headers: { traceparent } }, (r) => {
+          r.resume();
+          r.on('end', () => resolve(r.statusCode));
+        });
         req.on('error', reject);
         req.end();
       });
@@ -158,10 +175,7 @@ export async function forcedSampling(ctx) {
     rows.push({
       sent: `200 \`POST /product\` with \`traceparent …-01\`; \`OTEL_TRACES_SAMPLER=${sampler}\`, \`_ARG=0.01\``,
       got: `${answered} answered 201; ${spans} spans received (expected ${sampler === 'traceidratio' ? '~2' : '200'}); exit ${exit.code}`,
-      failures: [
-        ...(expectation(spans) ? [] : [`${spans} spans`]),
-        ...(answered === 200 ? [] : [`${200 - answered} requests not answered 201`]),
-      ],
+      failures: [...(expectation(spans) ? [] : [`${spans} spans`]), ...(answered === 200 ? [] : [`${200 - answered} requests not answered 201`])],
       rssMb: svc.peakRssMb(),
       details: { spans, answered, exit },
     });
@@ -220,24 +234,35 @@ export async function shutdownUnderLoad(ctx) {
     const svc = await ctx.start(`shutdown-${balanced ? 'balanced' : 'unbounded'}`, { SHUTDOWN_DELAY: '1' });
     const sigtermAt = Date.now() + 2500;
     const loadDone = runWorker('keepalive', {
-      port: svc.port, connections: 16, seconds: 10, countAfter: sigtermAt, stopAt: balanced ? sigtermAt + 500 : undefined,
+      port: svc.port,
+      connections: 16,
+      seconds: 10,
+      countAfter: sigtermAt,
+      stopAt: balanced ? sigtermAt + 500 : undefined,
     });
     await sleep(sigtermAt - Date.now());
     const exit = await svc.stop('SIGTERM');
     const load = await loadDone;
     const failures = balanced
-      ? (load.failed === 0 ? [] : [`${load.failed} requests failed`])
-      : (load.failedReused === 0 && Object.keys(load.statuses).every((s) => s === '201') ? [] : [`${load.failedReused} requests failed on a kept-alive connection`]);
+      ? load.failed === 0
+        ? []
+        : [`${load.failed} requests failed`]
+      : load.failedReused === 0 && Object.keys(load.statuses).every((s) => s === '201')
+        ? []
+        : [`${load.failedReused} requests failed on a kept-alive connection`];
     rows.push({
       sent: balanced
         ? '`POST /product` on 16 keep-alive connections, SIGTERM 2.5 s in, `SHUTDOWN_DELAY=1`; clients stop 0.5 s after SIGTERM (as a balancer does)'
         : 'the same, but clients never stop: they send until refused',
       got: `${load.ok} answered (${statusText(load)}), ${load.okAfter} of them after SIGTERM; ${load.refused} connects refused; exit ${exit.code ?? exit.signal} ${(exit.ms / 1000).toFixed(2)} s after SIGTERM`,
-      failures: [...failures, ...(exit.code === 0 ? [] : [`exit ${exit.code ?? exit.signal}`]), ...(load.okAfter > 0 ? [] : ['nothing was served after SIGTERM'])],
+      failures: [
+        ...failures,
+        ...(exit.code === 0 ? [] : [`exit ${exit.code ?? exit.signal}`]),
+        ...(load.okAfter > 0 ? [] : ['nothing was served after SIGTERM']),
+      ],
       rssMb: svc.peakRssMb(),
       details: { load, exit },
     });
   }
   return rows;
 }
-

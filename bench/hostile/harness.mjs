@@ -4,9 +4,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  BENCH, LOAD_CORE, NODE, RESULTS, ROOT, SERVER_CORE, cleanEnv, freePorts, max, pinned, request, rssMb, snapshotService, waitHealthy,
-} from '../lib.mjs';
+import { BENCH, LOAD_CORE, NODE, RESULTS, ROOT, SERVER_CORE, cleanEnv, freePorts, max, pinned, request, rssMb, snapshotService, waitHealthy } from '../lib.mjs';
 
 /** Service logs, the FIFO of class 7 and the results of a partial run (gitignored, as every bench/results/*.tmp). */
 export const WORK = path.join(RESULTS, 'hostile.tmp');
@@ -20,9 +18,14 @@ export const MB = 1024 * 1024;
  * was copied: a rebuild that started at that moment would leave a mix of two builds.
  */
 export function takeSnapshot() {
-  const listing = () => fs.readdirSync(path.join(ROOT, 'dist'))
-    .map((name) => { const s = fs.statSync(path.join(ROOT, 'dist', name)); return `${name}:${s.size}:${s.mtimeMs}`; })
-    .join('\n');
+  const listing = () =>
+    fs
+      .readdirSync(path.join(ROOT, 'dist'))
+      .map((name) => {
+        const s = fs.statSync(path.join(ROOT, 'dist', name));
+        return `${name}:${s.size}:${s.mtimeMs}`;
+      })
+      .join('\n');
   for (let attempt = 1; ; attempt++) {
     const before = listing();
     const dir = snapshotService(SNAPSHOT);
@@ -64,24 +67,48 @@ async function startService(serviceDir, name, env = {}, { stdoutFd, allowExit = 
   fs.closeSync(stderr);
 
   let peak = 0;
-  const sampler = setInterval(() => { peak = Math.max(peak, rssMb(child.pid) || 0); }, 100);
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, rssMb(child.pid) || 0);
+  }, 100);
   let exited = null;
-  const exit = new Promise((resolve) => child.once('exit', (code, signal) => {
-    clearInterval(sampler);
-    exited = { code, signal, atMs: performance.now() };
-    resolve(exited);
-  }));
+  const exit = new Promise((resolve) =>
+    child.once('exit', (code, signal) => {
+      clearInterval(sampler);
+      exited = { code, signal, atMs: performance.now() };
+      resolve(exited);
+    }),
+  );
 
   const svc = {
-    name, child, pid: child.pid, port, metricsPort, stdoutPath, stderrPath, exit,
+    name,
+    child,
+    pid: child.pid,
+    port,
+    metricsPort,
+    stdoutPath,
+    stderrPath,
+    exit,
     startupMs: NaN,
     exited: () => exited,
     peakRssMb: () => (peak > 0 ? peak : NaN),
-    stderrLines: () => fs.readFileSync(stderrPath, 'utf8').split('\n').filter((l) => l.trim() !== ''),
+    stderrLines: () =>
+      fs
+        .readFileSync(stderrPath, 'utf8')
+        .split('\n')
+        .filter((l) => l.trim() !== ''),
     /** stdout lines parsed as JSON (non-JSON lines as {raw}). */
-    logLines: () => fs.readFileSync(stdoutPath, 'utf8').split('\n').filter(Boolean).map((l) => {
-      try { return JSON.parse(l); } catch { return { raw: l }; }
-    }),
+    logLines: () =>
+      fs
+        .readFileSync(stdoutPath, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => {
+          try {
+            return JSON.parse(l);
+          } catch {
+            return { raw: l };
+          }
+        }),
     metrics: async () => (await request(metricsPort, 'GET', '/metrics', undefined, 5000)).body,
     /** Sends `signal` and resolves {code, signal, ms} (ms from the signal to the exit); SIGKILL after `killAfterMs`. */
     async stop(signal = 'SIGTERM', killAfterMs = 30_000) {
@@ -150,7 +177,9 @@ export function runWorker(kind, options) {
   const [cmd, argv] = pinned(LOAD_CORE, NODE, [WORKERS, kind, JSON.stringify(options)]);
   const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
-  child.stdout.on('data', (d) => { out += d; });
+  child.stdout.on('data', (d) => {
+    out += d;
+  });
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => {
       const line = out.split('\n').find((l) => l.startsWith('HOSTILE_WORKER '));
@@ -176,7 +205,10 @@ export function metricSum(text, name, labels = {}) {
 export const tally = (xs) => xs.reduce((acc, x) => ({ ...acc, [x]: (acc[x] ?? 0) + 1 }), {});
 
 /** "166020× 201, 9× ECONNRESET on a new connection": a worker's answers and errors by kind. */
-export const statusText = (load) => Object.entries({ ...load.statuses, ...load.errors }).map(([k, v]) => `${v}× ${k}`).join(', ') || 'nothing';
+export const statusText = (load) =>
+  Object.entries({ ...load.statuses, ...load.errors })
+    .map(([k, v]) => `${v}× ${k}`)
+    .join(', ') || 'nothing';
 
 /** Runs one class with its own services; a class that throws or hangs is one FAILED row, and the run goes on. */
 export async function runClass(title, fn, serviceDir) {
@@ -194,14 +226,20 @@ export async function runClass(title, fn, serviceDir) {
   let rows;
   try {
     let timer;
-    const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error('class did not finish within 120 s')), 120_000); });
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error('class did not finish within 120 s')), 120_000);
+    });
     rows = await Promise.race([fn(ctx), timeout]).finally(() => clearTimeout(timer));
   } catch (err) {
     rows = [{ sent: '–', got: `harness error: ${err.message.split('\n')[0]}`, failures: [err.message.split('\n')[0]] }];
   } finally {
     await Promise.all(services.map((svc) => svc.stop('SIGKILL')));
     for (const f of cleanups) {
-      try { await f(); } catch { /* best effort */ }
+      try {
+        await f();
+      } catch {
+        /* best effort */
+      }
     }
   }
   const peak = max(services.map((svc) => svc.peakRssMb()));

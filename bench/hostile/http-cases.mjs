@@ -27,7 +27,11 @@ export async function requestSmuggling(ctx) {
     const seen = svc.logLines().length;
     const row = await rawCase(svc.port, { sent, payload, status: 400 });
     await sleep(400); // log lines reach stdout within 250 ms
-    const codes = svc.logLines().slice(seen).map((l) => l.code).filter(Boolean);
+    const codes = svc
+      .logLines()
+      .slice(seen)
+      .map((l) => l.code)
+      .filter(Boolean);
     if (codes.length) row.got += ` (parser: ${codes.join(', ')})`;
     rows.push(row);
   }
@@ -41,7 +45,12 @@ export async function httpEdgeCases(ctx) {
     { sent: '`GET /health HTTP/1.1` without Host', payload: 'GET /health HTTP/1.1\r\n\r\n', status: 400, mustClose: false },
     { sent: '`GET /health` with two Host headers', payload: 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', status: 400, mustClose: false },
     { sent: '`GET /health HTTP/2.0`', payload: 'GET /health HTTP/2.0\r\nHost: localhost\r\n\r\n', status: 505, mustClose: false },
-    { sent: '`POST /product` with `Expect: bogus`', payload: 'POST /product HTTP/1.1\r\nHost: localhost\r\nExpect: bogus\r\nContent-Length: 0\r\n\r\n', status: 417, mustClose: false },
+    {
+      sent: '`POST /product` with `Expect: bogus`',
+      payload: 'POST /product HTTP/1.1\r\nHost: localhost\r\nExpect: bogus\r\nContent-Length: 0\r\n\r\n',
+      status: 417,
+      mustClose: false,
+    },
     { sent: '`CONNECT example.com:443 HTTP/1.1`', payload: 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', status: 405 },
     {
       sent: '`POST /product HTTP/1.0` with `Transfer-Encoding: chunked`',
@@ -73,10 +82,7 @@ export async function pipeliningFlood(ctx) {
       got: `${flood.requestsWritten} requests written (${(flood.bytesWritten / MB).toFixed(0)} MB) on ${flood.opened} connections, ${flood.closedByServer} closed by the server; ${health(h)}`,
       failures: reconnect
         ? [...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`])]
-        : [
-            ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
-            ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
-          ],
+        : [...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]), ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`])],
       rssMb: peak,
       details: { flood, health: h },
     });
@@ -90,9 +96,13 @@ export async function slowlorisAndIdle(ctx) {
   const t0 = performance.now();
   const track = (socket) => {
     const c = { socket, answer: '', closedAfterS: NaN, connectedAt: performance.now() };
-    socket.on('data', (d) => { c.answer += d.toString('latin1'); });
+    socket.on('data', (d) => {
+      c.answer += d.toString('latin1');
+    });
     socket.on('error', () => {});
-    socket.on('close', () => { c.closedAfterS = (performance.now() - c.connectedAt) / 1000; });
+    socket.on('close', () => {
+      c.closedAfterS = (performance.now() - c.connectedAt) / 1000;
+    });
     return c;
   };
   const open = async (n) => {
@@ -128,25 +138,34 @@ export async function slowlorisAndIdle(ctx) {
       const status = c.answer ? (parseResponses(c.answer)[0]?.status ?? 'garbled') : 'none';
       statuses[status] = (statuses[status] ?? 0) + 1;
     }
-    return { closed: closed.length, statuses, closedAfterS: { min: Math.min(...closed.map((c) => c.closedAfterS)), max: max(closed.map((c) => c.closedAfterS)) } };
+    return {
+      closed: closed.length,
+      statuses,
+      closedAfterS: { min: Math.min(...closed.map((c) => c.closedAfterS)), max: max(closed.map((c) => c.closedAfterS)) },
+    };
   };
   const t = summary(trickling);
   const i = summary(idle);
   for (const c of [...trickling, ...idle]) c.socket.destroy();
-  const statusText = (s) => Object.entries(s.statuses).map(([k, v]) => `${v}× ${k}`).join(', ') || 'none';
+  const statusText = (s) =>
+    Object.entries(s.statuses)
+      .map(([k, v]) => `${v}× ${k}`)
+      .join(', ') || 'none';
   const span = (s) => (s.closed ? `after ${s.closedAfterS.min.toFixed(0)}–${s.closedAfterS.max.toFixed(0)} s` : '');
   const peak = svc.peakRssMb();
-  return [{
-    sent: `500 connections trickling headers 1 byte/s + 5000 idle connections (all open in ${openedS.toFixed(1)} s), watched ${((performance.now() - t0) / 1000).toFixed(0)} s`,
-    got: `trickling: ${t.closed}/500 closed ${span(t)} (${statusText(t)}); idle: ${i.closed}/5000 closed ${span(i)} (${statusText(i)}); ${health(h)}`,
-    failures: [
-      ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
-      ...(t.closed === 500 && t.statuses[408] === 500 ? [] : ['not every trickling connection got 408']),
-      ...(i.closed === 5000 ? [] : [`${5000 - i.closed} idle connections still open`]),
-      ...(peak < 300 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 300 MB`]),
-    ],
-    details: { trickling: t, idle: i, health: h },
-  }];
+  return [
+    {
+      sent: `500 connections trickling headers 1 byte/s + 5000 idle connections (all open in ${openedS.toFixed(1)} s), watched ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+      got: `trickling: ${t.closed}/500 closed ${span(t)} (${statusText(t)}); idle: ${i.closed}/5000 closed ${span(i)} (${statusText(i)}); ${health(h)}`,
+      failures: [
+        ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+        ...(t.closed === 500 && t.statuses[408] === 500 ? [] : ['not every trickling connection got 408']),
+        ...(i.closed === 5000 ? [] : [`${5000 - i.closed} idle connections still open`]),
+        ...(peak < 300 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 300 MB`]),
+      ],
+      details: { trickling: t, idle: i, health: h },
+    },
+  ];
 }
 
 /** 5. Bodies over BODY_LIMIT (1 MB): refused early, never buffered, and the refusal reaches the client. */
@@ -181,7 +200,9 @@ export async function oversizedBodies(ctx) {
     const endings = tally(results.map((r) => r.ending));
     rows.push({
       sent: '20 clients × 20 MB body with `Content-Length`, writing all of it before reading',
-      got: `${got413}/20 read the 413; ${Object.entries(endings).map(([k, v]) => `${v}× ${k}`).join(', ')}`,
+      got: `${got413}/20 read the 413; ${Object.entries(endings)
+        .map(([k, v]) => `${v}× ${k}`)
+        .join(', ')}`,
       failures: got413 === 20 ? [] : [`${20 - got413} of 20 never saw the 413`],
       rssMb: svc.peakRssMb(),
       details: { endings, bytesSent: results.map((r) => r.bytesSent) },
@@ -199,46 +220,45 @@ export async function oversizedBodies(ctx) {
     rows.push({
       sent: '50 clients: `Expect: 100-continue` with `Content-Length: 10485760`, headers only',
       got: `${continued}/50 got 100 Continue, ${refused}/50 got 413; ${tally(exchanges.map((e) => e.closed ?? 'left open'))['FIN'] ?? 0}/50 closed`,
-      failures: [
-        ...(continued === 0 ? [] : [`${continued} were asked for the body`]),
-        ...(refused === 50 ? [] : [`${50 - refused} got no 413`]),
-      ],
+      failures: [...(continued === 0 ? [] : [`${continued} were asked for the body`]), ...(refused === 50 ? [] : [`${50 - refused} got no 413`])],
       rssMb: svc.peakRssMb(),
     });
   }
   return rows;
 }
 
-
 /** 6. Clients that go away mid-body: not the server's fault, so no 5xx and no error log, but counted as 499. */
 export async function clientDrops(ctx) {
   const svc = await ctx.start('client-drops');
   const head = 'POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\n';
-  await Promise.all(Array.from({ length: 200 }, async (_, i) => {
-    const socket = net.connect(svc.port, '127.0.0.1');
-    socket.on('error', () => {});
-    await connected(socket);
-    socket.write(head + 'x'.repeat(500));
-    await sleep(50); // the request reaches the application before the client leaves
-    // Half close politely (FIN), half abort (RST): the two ways a client disappears.
-    if (i % 2 === 0) socket.destroy();
-    else socket.resetAndDestroy();
-  }));
+  await Promise.all(
+    Array.from({ length: 200 }, async (_, i) => {
+      const socket = net.connect(svc.port, '127.0.0.1');
+      socket.on('error', () => {});
+      await connected(socket);
+      socket.write(head + 'x'.repeat(500));
+      await sleep(50); // the request reaches the application before the client leaves
+      // Half close politely (FIN), half abort (RST): the two ways a client disappears.
+      if (i % 2 === 0) socket.destroy();
+      else socket.resetAndDestroy();
+    }),
+  );
   await sleep(500);
   const text = await svc.metrics();
   const series = { http_request_method: /^POST$/, http_route: /^\/product$/ };
   const fiveXx = metricSum(text, 'http_server_request_duration_seconds_count', { ...series, http_response_status_code: /^5\d\d$/ });
   const c499 = metricSum(text, 'http_server_request_duration_seconds_count', { ...series, http_response_status_code: /^499$/ });
   const errorLines = svc.logLines().filter((l) => l.level === 'error' || l.level === 'fatal');
-  return [{
-    sent: '200 clients: `Content-Length: 1000`, 500 bytes, then 100 close (FIN) and 100 reset (RST)',
-    got: `POST /product 5xx: ${fiveXx}, 499: ${c499}; ${errorLines.length} error/fatal log lines`,
-    failures: [
-      ...(fiveXx === 0 ? [] : [`${fiveXx} counted as 5xx`]),
-      ...(c499 === 200 ? [] : [`499 counts ${c499}, not 200`]),
-      ...(errorLines.length === 0 ? [] : [`error log: ${JSON.stringify(errorLines[0]).slice(0, 120)}`]),
-    ],
-    details: { fiveXx, c499, errorLines: errorLines.slice(0, 5) },
-  }];
+  return [
+    {
+      sent: '200 clients: `Content-Length: 1000`, 500 bytes, then 100 close (FIN) and 100 reset (RST)',
+      got: `POST /product 5xx: ${fiveXx}, 499: ${c499}; ${errorLines.length} error/fatal log lines`,
+      failures: [
+        ...(fiveXx === 0 ? [] : [`${fiveXx} counted as 5xx`]),
+        ...(c499 === 200 ? [] : [`499 counts ${c499}, not 200`]),
+        ...(errorLines.length === 0 ? [] : [`error log: ${JSON.stringify(errorLines[0]).slice(0, 120)}`]),
+      ],
+      details: { fiveXx, c499, errorLines: errorLines.slice(0, 5) },
+    },
+  ];
 }
-

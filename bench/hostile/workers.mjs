@@ -27,26 +27,29 @@ const WORKERS = {
     let sent = 0;
     const end = Date.now() + o.seconds * 1000;
     const body = '{"name":"hostile"}';
-    const post = (onRequest) => new Promise((resolve, reject) => {
-      const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
-      // A distinct value per request, as distinct clients would send.
-      if (filler) headers['user-agent'] = `${sent}-${filler}`.slice(0, o.userAgentBytes);
-      sent++;
-      const req = http.request({ host: '127.0.0.1', port: o.port, method: 'POST', path: '/product', agent, headers, timeout: 10_000 }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode));
-        res.on('error', reject);
+    const post = (onRequest) =>
+      new Promise((resolve, reject) => {
+        const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+        // A distinct value per request, as distinct clients would send.
+        if (filler) headers['user-agent'] = `${sent}-${filler}`.slice(0, o.userAgentBytes);
+        sent++;
+        const req = http.request({ host: '127.0.0.1', port: o.port, method: 'POST', path: '/product', agent, headers, timeout: 10_000 }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode));
+          res.on('error', reject);
+        });
+        onRequest(req);
+        req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
+        req.on('error', reject);
+        req.end(body);
       });
-      onRequest(req);
-      req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
-      req.on('error', reject);
-      req.end(body);
-    });
     const loop = async () => {
       while (Date.now() < Math.min(end, o.stopAt ?? Infinity)) {
         let req;
         try {
-          const status = await post((r) => { req = r; });
+          const status = await post((r) => {
+            req = r;
+          });
           statuses[status] = (statuses[status] ?? 0) + 1;
           if (status === 201 && o.countAfter && Date.now() >= o.countAfter) okAfter++;
         } catch (err) {
@@ -108,7 +111,6 @@ const WORKERS = {
     return { opened, closedByServer, requestsWritten: bursts * perBurst, bytesWritten: bursts * burst.length };
   },
 };
-
 
 const [kind, options] = process.argv.slice(2);
 const result = await WORKERS[kind](JSON.parse(options));

@@ -34,10 +34,7 @@ app.use(async (ctx, next) => {
     const seconds = Number(process.hrtime.bigint() - start) / 1e9;
     const route = ctx._matchedRoute || 'unmatched';
     httpRequestDuration.labels(ctx.method, route, String(ctx.status)).observe(seconds);
-    logger.info(
-      { method: ctx.method, url: ctx.url, status: ctx.status, duration_ms: seconds * 1000 },
-      'request completed',
-    );
+    logger.info({ method: ctx.method, url: ctx.url, status: ctx.status, duration_ms: seconds * 1000 }, 'request completed');
   }
 });
 

@@ -20,8 +20,7 @@ import { parse } from 'yaml';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const workflowDir = join(root, '.github', 'workflows');
 const problems = [];
-const report = (file, line, message) =>
-  problems.push(`${relative(root, file)}${line ? `:${line}` : ''}: ${message}`);
+const report = (file, line, message) => problems.push(`${relative(root, file)}${line ? `:${line}` : ''}: ${message}`);
 
 const USES = /^\s*(?:-\s+)?uses:\s*(['"]?)([^\s'"#]+)\1\s*(#.*)?$/;
 const PINNED = /^[\w.-]+\/[\w./-]+@[0-9a-f]{40}$/;
@@ -60,8 +59,7 @@ function checkSteps(file, workflow) {
   for (const [jobName, job] of Object.entries(workflow.jobs ?? {})) {
     (job.steps ?? []).forEach((step, index) => {
       const where = `job ${jobName}, step ${step.name ?? step.uses ?? index + 1}`;
-      if (typeof step.uses === 'string' && step.uses.startsWith('actions/checkout@') &&
-          step.with?.['persist-credentials'] !== false) {
+      if (typeof step.uses === 'string' && step.uses.startsWith('actions/checkout@') && step.with?.['persist-credentials'] !== false) {
         report(file, 0, `${where}: actions/checkout without persist-credentials: false`);
       }
       if (typeof step.run === 'string' && step.run.includes('${{')) {
@@ -84,8 +82,7 @@ for (const file of files) {
 }
 
 const dependabotFile = join(root, '.github', 'dependabot.yml');
-const ecosystems = new Set((parse(readFileSync(dependabotFile, 'utf8')).updates ?? [])
-  .map((update) => update['package-ecosystem']));
+const ecosystems = new Set((parse(readFileSync(dependabotFile, 'utf8')).updates ?? []).map((update) => update['package-ecosystem']));
 for (const wanted of ['npm', 'docker', 'github-actions']) {
   if (!ecosystems.has(wanted)) report(dependabotFile, 0, `no updates for ${wanted}`);
 }

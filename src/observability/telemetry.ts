@@ -42,7 +42,9 @@ export interface SpanPipelineCounts {
 type WritableEnv = Record<string, string | undefined>;
 /** instrumentation-koa's layer types ('middleware', 'router'), a string enum its package exports. */
 type KoaLayerTypes = NonNullable<
-  NonNullable<NonNullable<Parameters<typeof import('@opentelemetry/auto-instrumentations-node').getNodeAutoInstrumentations>[0]>['@opentelemetry/instrumentation-koa']>['ignoreLayersType']
+  NonNullable<
+    NonNullable<Parameters<typeof import('@opentelemetry/auto-instrumentations-node').getNodeAutoInstrumentations>[0]>['@opentelemetry/instrumentation-koa']
+  >['ignoreLayersType']
 >;
 
 /** Paths that create no span: probes and scrapes would drown the traces that matter. */
@@ -100,7 +102,10 @@ function keepValidResourceAttributes(env: WritableEnv, warn: (message: string) =
     } catch {
       ok = false;
     }
-    if (!ok) warn(`OTEL_RESOURCE_ATTRIBUTES entry ${JSON.stringify(entry)} is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply`);
+    if (!ok)
+      warn(
+        `OTEL_RESOURCE_ATTRIBUTES entry ${JSON.stringify(entry)} is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply`,
+      );
     return ok;
   });
   env.OTEL_RESOURCE_ATTRIBUTES = valid.join(',');
@@ -138,14 +143,17 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   const service = serviceInfo();
   // The SDK's self-metrics reach /metrics through this reader. A user who sets OTEL_METRICS_EXPORTER
   // gets NodeSDK's own readers instead (and the self-metrics there).
-  const selfMetrics = env.OTEL_METRICS_EXPORTER === 'none' ? new (class extends metricsSdk.MetricReader {
-    protected onForceFlush(): Promise<void> {
-      return Promise.resolve();
-    }
-    protected onShutdown(): Promise<void> {
-      return Promise.resolve();
-    }
-  })() : undefined;
+  const selfMetrics =
+    env.OTEL_METRICS_EXPORTER === 'none'
+      ? new (class extends metricsSdk.MetricReader {
+          protected onForceFlush(): Promise<void> {
+            return Promise.resolve();
+          }
+          protected onShutdown(): Promise<void> {
+            return Promise.resolve();
+          }
+        })()
+      : undefined;
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.has(pathOf(request.url)),

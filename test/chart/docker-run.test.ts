@@ -38,14 +38,21 @@ const IMAGE_VALUES = ['--set', `image.repository=${IMAGE_REPOSITORY}`, '--set', 
 const objects = template(IMAGE_VALUES, RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
 const service = findOne(objects, 'Service');
-const testPod = must(ofKind(objects, 'Pod').find((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test'), 'helm test pod');
+const testPod = must(
+  ofKind(objects, 'Pod').find((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test'),
+  'helm test pod',
+);
 const podSpec = podSpecOf(deployment);
 const container = mainContainer(deployment);
 const startupProbe = must(container.startupProbe, 'startupProbe');
 const serviceName = must(service.metadata?.name, 'Service name');
 const deploymentName = must(deployment.metadata?.name, 'Deployment name');
 const podName = `${deploymentName}-5d8f9c7b6-x2k4q`;
-const containerPort = (name: string) => must(container.ports?.find((p) => p.name === name), `port ${name}`).containerPort;
+const containerPort = (name: string) =>
+  must(
+    container.ports?.find((p) => p.name === name),
+    `port ${name}`,
+  ).containerPort;
 const uid = must(podSpec.securityContext?.runAsUser, 'runAsUser');
 const gid = must(podSpec.securityContext?.runAsGroup, 'runAsGroup');
 
@@ -56,7 +63,9 @@ let metricsUrl = '';
 let secondsToStart = 0;
 
 function hostPort(name: string, containerPort: number): string {
-  const [first = ''] = docker(['port', name, `${containerPort}/tcp`]).stdout.trim().split('\n');
+  const [first = ''] = docker(['port', name, `${containerPort}/tcp`])
+    .stdout.trim()
+    .split('\n');
   return first.replace('0.0.0.0', '127.0.0.1');
 }
 
@@ -77,7 +86,19 @@ beforeAll(async () => {
   serverName = `chart-test-server-${suffix}`;
   created.push(serverName);
   // The Service name resolves to the pod on this network, as cluster DNS resolves the Service.
-  docker(['run', '--detach', '--name', serverName, '--network', network, '--network-alias', serviceName, ...server.args, IMAGE, ...commandArgs(podSpec, container.name)]);
+  docker([
+    'run',
+    '--detach',
+    '--name',
+    serverName,
+    '--network',
+    network,
+    '--network-alias',
+    serviceName,
+    ...server.args,
+    IMAGE,
+    ...commandArgs(podSpec, container.name),
+  ]);
   baseUrl = `http://${hostPort(serverName, containerPort('http'))}`;
   metricsUrl = `http://${hostPort(serverName, containerPort('metrics'))}/metrics`;
   try {
@@ -147,7 +168,13 @@ describe('the rendered Deployment, run as a container', () => {
   it('sizes the Node heap from the memory limit, below it', () => {
     const limit = bytes(must(container.resources?.limits?.memory, 'memory limit'));
     // docker exec inherits the container's environment (NODE_OPTIONS) and cgroup.
-    const out = docker(['exec', serverName, '/nodejs/bin/node', '-p', 'JSON.stringify([process.constrainedMemory(), require("v8").getHeapStatistics().heap_size_limit])']).stdout;
+    const out = docker([
+      'exec',
+      serverName,
+      '/nodejs/bin/node',
+      '-p',
+      'JSON.stringify([process.constrainedMemory(), require("v8").getHeapStatistics().heap_size_limit])',
+    ]).stdout;
     const [constrained, heapLimit] = JSON.parse(out) as [number, number];
     expect(constrained).toBe(limit);
     expect(heapLimit).toBeLessThan(limit * 0.8);
@@ -167,7 +194,11 @@ describe('the rendered Deployment, run as a container', () => {
     const testContainer = must(testSpec.containers[0], 'helm test container');
     // The test pod reaches the Service port; in this network the alias points at the container port.
     expect(service.spec?.ports?.find((p) => p.name === 'http')?.port).toBe(containerPort('http'));
-    const translated = translatePod(testSpec, testContainer.name, { podName: must(testPod.metadata?.name, 'test pod name'), namespace: NAMESPACE, nodeName: 'node-a' });
+    const translated = translatePod(testSpec, testContainer.name, {
+      podName: must(testPod.metadata?.name, 'test pod name'),
+      namespace: NAMESPACE,
+      nodeName: 'node-a',
+    });
     const name = `chart-test-helmtest-${suffix}`;
     created.push(name);
     const run = docker(['run', '--name', name, '--network', network, ...translated.args, IMAGE, ...commandArgs(testSpec, testContainer.name)], true);
@@ -209,7 +240,13 @@ describe('the rendered Deployment with otel.endpoint set', () => {
       created.push(name);
       // HOST_NAME resolves to the Docker host, as cluster DNS would resolve a collector's Service name.
       docker(['run', '--detach', '--name', name, '--network', network, ...ADD_HOST_ARGS, ...translated.args, IMAGE, ...commandArgs(spec, main.name)]);
-      const url = `http://${hostPort(name, must(main.ports?.find((p) => p.name === 'http'), 'http port').containerPort)}`;
+      const url = `http://${hostPort(
+        name,
+        must(
+          main.ports?.find((p) => p.name === 'http'),
+          'http port',
+        ).containerPort,
+      )}`;
       try {
         await probeUntil('startupProbe', must(main.startupProbe, 'startupProbe'), url);
       } catch (err) {

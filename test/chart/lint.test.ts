@@ -31,7 +31,12 @@ describe('values.schema.json', () => {
   });
 
   it('rejects misspelled nested keys and wrong types', () => {
-    for (const set of ['securityContext.readOnlyRootFileSystem=true', 'monitoring.serviceMonitor.enable=true', 'replicaCount=two', 'image.pullPolicy=Sometimes']) {
+    for (const set of [
+      'securityContext.readOnlyRootFileSystem=true',
+      'monitoring.serviceMonitor.enable=true',
+      'replicaCount=two',
+      'image.pullPolicy=Sometimes',
+    ]) {
       const run = helm(['template', 'products', chartDir, '--set', set]);
       expect(run.status, set).not.toBe(0);
     }
@@ -55,7 +60,13 @@ describe('NOTES.txt', () => {
 describe('helm package', () => {
   const run = helm(['package', chartDir, '--destination', scratch]);
   if (run.status !== 0) throw new Error(`helm package failed: ${run.stderr}`);
-  const tgz = join(scratch, must(readdirSync(scratch).find((f) => f.endsWith('.tgz')), 'packaged chart'));
+  const tgz = join(
+    scratch,
+    must(
+      readdirSync(scratch).find((f) => f.endsWith('.tgz')),
+      'packaged chart',
+    ),
+  );
 
   function packagedFiles(): Map<string, string> {
     const list = spawnSync('tar', ['-tzf', tgz], { encoding: 'utf8' });

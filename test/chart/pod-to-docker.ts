@@ -56,7 +56,10 @@ function fieldValue(fieldPath: string, pod: PodIdentity, uid: string): string {
 }
 
 export function containerOf(podSpec: IPodSpec, name: string): IContainer {
-  return must(podSpec.containers.find((c) => c.name === name), `container ${name}`);
+  return must(
+    podSpec.containers.find((c) => c.name === name),
+    `container ${name}`,
+  );
 }
 
 /**

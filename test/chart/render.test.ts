@@ -32,10 +32,16 @@ function envNames(container: IContainer): string[] {
 }
 
 function port(container: IContainer, name: string): number {
-  return must(container.ports?.find((p) => p.name === name), `container port ${name}`).containerPort;
+  return must(
+    container.ports?.find((p) => p.name === name),
+    `container port ${name}`,
+  ).containerPort;
 }
 
-function probe(container: IContainer, name: 'startupProbe' | 'livenessProbe' | 'readinessProbe'): Required<Pick<IProbe, 'periodSeconds' | 'failureThreshold'>> & IProbe {
+function probe(
+  container: IContainer,
+  name: 'startupProbe' | 'livenessProbe' | 'readinessProbe',
+): Required<Pick<IProbe, 'periodSeconds' | 'failureThreshold'>> & IProbe {
   const p = must(container[name], name);
   return { ...p, periodSeconds: must(p.periodSeconds, `${name}.periodSeconds`), failureThreshold: must(p.failureThreshold, `${name}.failureThreshold`) };
 }
@@ -108,7 +114,10 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
       }
     }
     // The only writable path, /tmp, is an emptyDir.
-    const tmp = must(container.volumeMounts?.find((m) => m.mountPath === '/tmp'), '/tmp mount');
+    const tmp = must(
+      container.volumeMounts?.find((m) => m.mountPath === '/tmp'),
+      '/tmp mount',
+    );
     expect(podSpec.volumes?.find((v) => v.name === tmp.name)?.emptyDir).toBeDefined();
   });
 
@@ -195,7 +204,11 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
 
   it('routes the Service, Ingress, HTTPRoute and ServiceMonitor to ports that exist', () => {
     const servicePorts = must(service.spec?.ports, 'Service ports');
-    const servicePort = (name: string) => must(servicePorts.find((p) => p.name === name), `Service port ${name}`);
+    const servicePort = (name: string) =>
+      must(
+        servicePorts.find((p) => p.name === name),
+        `Service port ${name}`,
+      );
     for (const p of servicePorts) expect((container.ports ?? []).map((c) => c.name)).toContain(p.targetPort);
     for (const ingress of ofKind(objects, 'Ingress')) {
       for (const rule of ingress.spec?.rules ?? []) {
@@ -227,7 +240,9 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
       // When the http port is restricted, the release's own helm test pod is still let in.
       if (http?.from) {
         const testPodLabels = must(ofKind(objects, 'Pod')[0]?.metadata?.labels, 'helm test pod labels');
-        const admitted = http.from.some((peer) => !peer.namespaceSelector && Object.entries(peer.podSelector?.matchLabels ?? { none: '' }).every(([k, v]) => testPodLabels[k] === v));
+        const admitted = http.from.some(
+          (peer) => !peer.namespaceSelector && Object.entries(peer.podSelector?.matchLabels ?? { none: '' }).every(([k, v]) => testPodLabels[k] === v),
+        );
         expect(admitted, 'helm test pod admitted to the http port').toBe(true);
       }
     }
@@ -237,7 +252,16 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
 describe('the ci value sets', () => {
   it('together turn on every optional object', () => {
     const kinds = new Set(valueSets.flatMap(({ args }) => template(args).map((o) => o.kind)));
-    for (const kind of ['HorizontalPodAutoscaler', 'PodDisruptionBudget', 'ServiceMonitor', 'PrometheusRule', 'ConfigMap', 'NetworkPolicy', 'Ingress', 'HTTPRoute']) {
+    for (const kind of [
+      'HorizontalPodAutoscaler',
+      'PodDisruptionBudget',
+      'ServiceMonitor',
+      'PrometheusRule',
+      'ConfigMap',
+      'NetworkPolicy',
+      'Ingress',
+      'HTTPRoute',
+    ]) {
       expect(kinds, kind).toContain(kind);
     }
   });
@@ -312,7 +336,16 @@ describe('guards that refuse unsafe values', () => {
   it('refuses a PDB that would block every drain', () => {
     const args = ['--set', 'replicaCount=1', '--set', 'podDisruptionBudget.maxUnavailable=null', '--set', 'podDisruptionBudget.minAvailable=1'];
     expect(templateFails(args)).toMatch(/minAvailable/);
-    const hpa = ['--set', 'autoscaling.enabled=true', '--set', 'autoscaling.minReplicas=2', '--set', 'podDisruptionBudget.maxUnavailable=null', '--set', 'podDisruptionBudget.minAvailable=2'];
+    const hpa = [
+      '--set',
+      'autoscaling.enabled=true',
+      '--set',
+      'autoscaling.minReplicas=2',
+      '--set',
+      'podDisruptionBudget.maxUnavailable=null',
+      '--set',
+      'podDisruptionBudget.minAvailable=2',
+    ];
     expect(templateFails(hpa)).toMatch(/minAvailable/);
   });
 
@@ -327,7 +360,9 @@ describe('monitoring objects read deploy/, the one source', () => {
   const dashboardsDir = join(ROOT, 'deploy/grafana/dashboards');
 
   it('puts every rule group of deploy/prometheus/rules/*.yaml, and no unit test, in the PrometheusRule', () => {
-    const files = readdirSync(rulesDir).filter((f) => f.endsWith('.yaml') && !f.endsWith('.test.yaml')).sort();
+    const files = readdirSync(rulesDir)
+      .filter((f) => f.endsWith('.yaml') && !f.endsWith('.test.yaml'))
+      .sort();
     expect(files.length).toBeGreaterThan(0);
     const groups = files.flatMap((f) => (parse(readFileSync(join(rulesDir, f), 'utf8')) as { groups: unknown[] }).groups);
     expect(findOne(objects, 'PrometheusRule').spec.groups).toEqual(groups);
@@ -336,7 +371,9 @@ describe('monitoring objects read deploy/, the one source', () => {
   it('puts every dashboard of deploy/grafana/dashboards/, byte for byte, in the sidecar ConfigMap', () => {
     const configMap = findOne(objects, 'ConfigMap');
     expect(configMap.metadata?.labels).toMatchObject({ grafana_dashboard: '1' });
-    const files = readdirSync(dashboardsDir).filter((f) => f.endsWith('.json')).sort();
+    const files = readdirSync(dashboardsDir)
+      .filter((f) => f.endsWith('.json'))
+      .sort();
     expect(files.length).toBeGreaterThan(0);
     const data = must(configMap.data, 'ConfigMap data');
     expect(Object.keys(data).sort()).toEqual(files);

@@ -37,9 +37,7 @@ export function validateObject(obj: K8sObject): void {
   try {
     new model(obj as never).validate();
   } catch (err) {
-    const details = (err as { errors?: { instancePath: string; message: string }[] }).errors
-      ?.map((e) => `${e.instancePath} ${e.message}`)
-      .join('; ');
+    const details = (err as { errors?: { instancePath: string; message: string }[] }).errors?.map((e) => `${e.instancePath} ${e.message}`).join('; ');
     throw new Error(`${key} ${obj.metadata.name} is invalid: ${details ?? String(err)}`, { cause: err });
   }
 }

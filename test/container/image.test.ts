@@ -83,9 +83,19 @@ const mb = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
 /** Starts a container the way the chart runs it; returns its id and host URLs of its ports. */
 function runLikeTheChart(extraArgs: string[] = []): { id: string; api: string; metrics: string } {
   const id = docker([
-    'run', '--detach',
-    '--read-only', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '--tmpfs', '/tmp',
-    '--publish', '127.0.0.1::8080', '--publish', '127.0.0.1::9464',
+    'run',
+    '--detach',
+    '--read-only',
+    '--cap-drop',
+    'ALL',
+    '--security-opt',
+    'no-new-privileges',
+    '--tmpfs',
+    '/tmp',
+    '--publish',
+    '127.0.0.1::8080',
+    '--publish',
+    '127.0.0.1::9464',
     ...extraArgs,
     IMAGE,
   ]).trim();
@@ -126,10 +136,17 @@ beforeAll(() => {
   const started = performance.now();
   // Host networking: the build's `npm ci` reaches the npm registry only that way on these machines.
   docker([
-    'build', '--network', 'host', '--tag', IMAGE,
-    '--build-arg', `VERSION=${VERSION}`,
-    '--build-arg', `REVISION=${rev}`,
-    '--build-arg', 'SOURCE=https://github.com/example/product-service',
+    'build',
+    '--network',
+    'host',
+    '--tag',
+    IMAGE,
+    '--build-arg',
+    `VERSION=${VERSION}`,
+    '--build-arg',
+    `REVISION=${rev}`,
+    '--build-arg',
+    'SOURCE=https://github.com/example/product-service',
     '.',
   ]);
   console.log(`docker build: ${((performance.now() - started) / 1000).toFixed(1)} s`);
@@ -177,7 +194,10 @@ describe('image contents', () => {
     try {
       const list = spawnSync('sh', ['-c', `"${DOCKER}" export "${id}" | tar -t`], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
       if (list.status !== 0) throw new Error(`docker export | tar -t failed: ${list.stderr}`);
-      const entries = list.stdout.split('\n').filter(Boolean).map((f) => f.replace(/^\.?\//, ''));
+      const entries = list.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((f) => f.replace(/^\.?\//, ''));
       const strip = (f: string): string => f.replace(/\/$/, '');
       files = new Set(entries.map(strip));
       dirs = new Set(entries.filter((f) => f.endsWith('/')).map(strip));
@@ -187,7 +207,14 @@ describe('image contents', () => {
   });
 
   it('holds the entry point, the telemetry bundle, the compiled service, its package.json and a filled compile cache', () => {
-    const wanted = ['app/dist/main.js', 'app/dist/observability/telemetry.bundle.js', 'app/dist/observability/telemetry.js', 'app/dist/service.js', 'app/package.json', 'nodejs/bin/node'];
+    const wanted = [
+      'app/dist/main.js',
+      'app/dist/observability/telemetry.bundle.js',
+      'app/dist/observability/telemetry.js',
+      'app/dist/service.js',
+      'app/package.json',
+      'nodejs/bin/node',
+    ];
     expect(wanted.filter((f) => !files.has(f) || dirs.has(f))).toEqual([]);
     expect(dirs.has('app/compile-cache')).toBe(true);
     const cacheFiles = [...files].filter((f) => f.startsWith('app/compile-cache/') && !dirs.has(f));
@@ -202,7 +229,18 @@ describe('image contents', () => {
   });
 
   it('has no shell, no npm, no sources, tests or lockfile', () => {
-    const unwanted = ['bin/sh', 'bin/bash', 'bin/dash', 'usr/bin/sh', 'usr/local/bin/npm', 'nodejs/bin/npm', 'app/src', 'app/test', 'app/package-lock.json', 'root/.npm'];
+    const unwanted = [
+      'bin/sh',
+      'bin/bash',
+      'bin/dash',
+      'usr/bin/sh',
+      'usr/local/bin/npm',
+      'nodejs/bin/npm',
+      'app/src',
+      'app/test',
+      'app/package-lock.json',
+      'root/.npm',
+    ];
     expect(unwanted.filter((f) => files.has(f))).toEqual([]);
     expect([...files].filter((f) => f.startsWith('app/dist/') && f.endsWith('.ts'))).toEqual([]);
   });
@@ -335,7 +373,21 @@ describe("Node's compile cache", () => {
       }
       console.log(JSON.stringify(result));`;
     const result = JSON.parse(
-      docker(['run', '--rm', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '--network', 'none', '--entrypoint', '/nodejs/bin/node', IMAGE, '-e', script]),
+      docker([
+        'run',
+        '--rm',
+        '--cap-drop',
+        'ALL',
+        '--security-opt',
+        'no-new-privileges',
+        '--network',
+        'none',
+        '--entrypoint',
+        '/nodejs/bin/node',
+        IMAGE,
+        '-e',
+        script,
+      ]),
     ) as { uid: number; files: number; unreadable: string[]; writable: string[] };
     expect(result.uid).toBe(65532);
     expect(result.files).toBeGreaterThan(0);
@@ -378,7 +430,10 @@ describe('tracing from the image', () => {
    */
   const KNOWN_EXPORT_WARNINGS = [/^opentelemetry warn: dropping invalid resource attribute value for key "host\.id"$/];
 
-  interface Export { path: string; contentType: string }
+  interface Export {
+    path: string;
+    contentType: string;
+  }
 
   interface Collector {
     /** The port the container exports to, on the Docker bridge's host address. */
@@ -409,7 +464,7 @@ describe('tracing from the image', () => {
     const receiver = await startOtlpReceiver('ok');
     const exports: Export[] = [];
     const relay = async (body: Buffer, encoding: string | undefined): Promise<void> => {
-      for (let at = 0; at < body.length; ) {
+      for (let at = 0; at < body.length;) {
         const compressed = body.readUInt8(at) === 1;
         const length = body.readUInt32BE(at + 1);
         const message = body.subarray(at + 5, at + 5 + length);
@@ -469,8 +524,10 @@ describe('tracing from the image', () => {
       const collector = await startCollector(protocol);
       const { id, api } = runLikeTheChart([
         ...ADD_HOST_ARGS,
-        '--env', `OTEL_EXPORTER_OTLP_ENDPOINT=http://${HOST_NAME}:${collector.port}`,
-        '--env', `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol}`,
+        '--env',
+        `OTEL_EXPORTER_OTLP_ENDPOINT=http://${HOST_NAME}:${collector.port}`,
+        '--env',
+        `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol}`,
       ]);
       try {
         await waitForHealth(id, api);
@@ -491,7 +548,9 @@ describe('tracing from the image', () => {
         const seconds = (performance.now() - started) / 1000;
         const logs = logsOf(id);
         const context = `stdout:\n${logs.stdout}\nstderr:\n${logs.stderr}`;
-        console.log(`OTLP ${protocol}: docker stop took ${seconds.toFixed(2)} s, ${collector.exports().length} export request(s), ${collector.receiver.spans.length} span(s)`);
+        console.log(
+          `OTLP ${protocol}: docker stop took ${seconds.toFixed(2)} s, ${collector.exports().length} export request(s), ${collector.receiver.spans.length} span(s)`,
+        );
         expect(seconds, context).toBeLessThan(GRACE_SECONDS / 3);
         expect(Number(docker(['inspect', '--format', '{{.State.ExitCode}}', id]).trim()), context).toBe(0);
         // Start-up with the read-only compile cache, the exporter and the flush: nothing on stderr
@@ -505,7 +564,10 @@ describe('tracing from the image', () => {
           expect(request.contentType).toContain(expected[protocol]?.contentType);
         }
         const spans = collector.receiver.spans.filter((span) => span.traceId === traceId);
-        expect(spans.map((span) => `${span.scope} ${span.name}`), context).toEqual([`${HTTP_SCOPE} POST /product`]);
+        expect(
+          spans.map((span) => `${span.scope} ${span.name}`),
+          context,
+        ).toEqual([`${HTTP_SCOPE} POST /product`]);
         const [span] = spans;
         expect(span).toMatchObject({ name: 'POST /product', scope: HTTP_SCOPE, kind: SPAN_KIND_SERVER, parentSpanId });
         expect(span?.spanId).toMatch(/^[0-9a-f]{16}$/);

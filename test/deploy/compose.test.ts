@@ -20,8 +20,7 @@ interface ComposeService {
 }
 
 const DEPLOY = join(ROOT, 'deploy');
-const filesUnder = (path: string): string[] =>
-  statSync(path).isDirectory() ? readdirSync(path).flatMap((name) => filesUnder(join(path, name))) : [path];
+const filesUnder = (path: string): string[] => (statSync(path).isDirectory() ? readdirSync(path).flatMap((name) => filesUnder(join(path, name))) : [path]);
 
 /** Parses YAML strictly: any error or warning (duplicate keys, bad indentation) fails. */
 function parseYamlFile(path: string): unknown {
@@ -124,20 +123,32 @@ describe('local stack (deploy/compose.yaml)', () => {
     expect(config.server.http_listen_port).toBe(3200);
     const tmpfs = (services.tempo?.tmpfs ?? []).map((entry) => entry.split(':')[0]);
     for (const path of [config.storage.trace.wal.path, config.storage.trace.local.path]) {
-      expect(tmpfs.some((mount) => mount !== undefined && path.startsWith(mount + '/')), path).toBe(true);
+      expect(
+        tmpfs.some((mount) => mount !== undefined && path.startsWith(mount + '/')),
+        path,
+      ).toBe(true);
     }
   });
 
   it('Grafana gets both data sources, exemplars linked to Tempo, and the dashboard', () => {
     const provisioning = mountedFile('grafana', '/etc/grafana/provisioning');
-    const datasources = (parseYamlFile(join(provisioning, 'datasources', 'datasources.yaml')) as {
-      datasources: Array<{ type: string; uid: string; url: string; jsonData?: { exemplarTraceIdDestinations?: Array<{ name: string; datasourceUid: string }> } }>;
-    }).datasources;
+    const datasources = (
+      parseYamlFile(join(provisioning, 'datasources', 'datasources.yaml')) as {
+        datasources: Array<{
+          type: string;
+          uid: string;
+          url: string;
+          jsonData?: { exemplarTraceIdDestinations?: Array<{ name: string; datasourceUid: string }> };
+        }>;
+      }
+    ).datasources;
     const prometheus = datasources.find((ds) => ds.type === 'prometheus');
     const tempo = datasources.find((ds) => ds.type === 'tempo');
     expect(prometheus?.url).toBe('http://prometheus:9090');
     expect(tempo?.url).toBe('http://tempo:3200');
-    expect(prometheus?.jsonData?.exemplarTraceIdDestinations).toEqual([{ name: 'trace_id', datasourceUid: tempo?.uid, urlDisplayLabel: 'Open trace in Tempo' }]);
+    expect(prometheus?.jsonData?.exemplarTraceIdDestinations).toEqual([
+      { name: 'trace_id', datasourceUid: tempo?.uid, urlDisplayLabel: 'Open trace in Tempo' },
+    ]);
 
     const providers = (parseYamlFile(join(provisioning, 'dashboards', 'dashboards.yaml')) as { providers: Array<{ options: { path: string } }> }).providers;
     const dashboards = mountedFile('grafana', providers[0]?.options.path ?? 'missing');

@@ -59,7 +59,10 @@ describe('Grafana dashboard', () => {
   it('has the rows the on-call questions need', () => {
     const rows = dashboard.panels.filter((panel) => panel.type === 'row').map((panel) => panel.title);
     for (const row of ['Overview', 'Traffic', 'Errors', 'Latency', 'Saturation', 'Telemetry', 'Traces']) {
-      expect(rows.some((title) => title.startsWith(row)), row).toBe(true);
+      expect(
+        rows.some((title) => title.startsWith(row)),
+        row,
+      ).toBe(true);
     }
   });
 
@@ -94,7 +97,10 @@ describe('Grafana dashboard', () => {
     const latency = allPanels(dashboard).filter((panel) => /latency/i.test(panel.title) && panel.type !== 'row' && panel.type !== 'stat');
     expect(latency.length).toBeGreaterThanOrEqual(3);
     for (const panel of latency) {
-      expect(panel.targets?.some((target) => target.exemplar === true), panel.title).toBe(true);
+      expect(
+        panel.targets?.some((target) => target.exemplar === true),
+        panel.title,
+      ).toBe(true);
       const link = JSON.stringify((panel as Panel & { fieldConfig?: unknown }).fieldConfig);
       expect(link, panel.title).toContain('"options":"trace_id"');
       expect(link, panel.title).toContain('var-trace_id=${__value.raw}');
@@ -112,7 +118,10 @@ describe('Grafana dashboard', () => {
       expect(a.gridPos.x + a.gridPos.w, a.title).toBeLessThanOrEqual(24);
       for (const b of panels.slice(i + 1)) {
         const overlap =
-          a.gridPos.x < b.gridPos.x + b.gridPos.w && b.gridPos.x < a.gridPos.x + a.gridPos.w && a.gridPos.y < b.gridPos.y + b.gridPos.h && b.gridPos.y < a.gridPos.y + a.gridPos.h;
+          a.gridPos.x < b.gridPos.x + b.gridPos.w &&
+          b.gridPos.x < a.gridPos.x + a.gridPos.w &&
+          a.gridPos.y < b.gridPos.y + b.gridPos.h &&
+          b.gridPos.y < a.gridPos.y + a.gridPos.h;
         expect(overlap, `${a.title} overlaps ${b.title}`).toBe(false);
       }
     }

@@ -82,9 +82,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       stringify({
         global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
         rule_files: ruleFiles(),
-        scrape_configs: [
-          { job_name: JOB, static_configs: [{ targets: [`127.0.0.1:${service.metricsPort}`], labels: { namespace: NAMESPACE, pod: POD } }] },
-        ],
+        scrape_configs: [{ job_name: JOB, static_configs: [{ targets: [`127.0.0.1:${service.metricsPort}`], labels: { namespace: NAMESPACE, pod: POD } }] }],
       }),
     );
     const check = run(promtool, ['check', 'config', config]);
@@ -92,7 +90,13 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     const log = createWriteStream(join(dir, 'prometheus.log'));
     prometheus = spawn(
       prometheusBin,
-      [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--enable-feature=exemplar-storage', '--log.level=warn'],
+      [
+        `--config.file=${config}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        '--enable-feature=exemplar-storage',
+        '--log.level=warn',
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     prometheus.stdout?.pipe(log);
@@ -156,7 +160,9 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   it('product_ids_issued_total in Prometheus equals the ids the test received', async () => {
     const issued = await query(`product_ids_issued_total{job="${JOB}"}`);
     expect(issued.data.result.map((sample) => Number(sample.value[1]))).toEqual([ids.length]);
-    const created = await query(`sum(http_server_request_duration_seconds_count{job="${JOB}", http_request_method="POST", http_route="/product", http_response_status_code="201"})`);
+    const created = await query(
+      `sum(http_server_request_duration_seconds_count{job="${JOB}", http_request_method="POST", http_route="/product", http_response_status_code="201"})`,
+    );
     expect(Number(created.data.result[0]?.value[1])).toBe(ids.length);
   });
 
@@ -172,7 +178,11 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
 
   it('the dashboard variables find the service', async () => {
     const values = async (label: string, match: string) =>
-      (await fetch(`${promUrl}/api/v1/label/${label}/values?${new URLSearchParams({ 'match[]': match }).toString()}`).then((r) => r.json()) as PromResponse<string[]>).data;
+      (
+        (await fetch(`${promUrl}/api/v1/label/${label}/values?${new URLSearchParams({ 'match[]': match }).toString()}`).then((r) => r.json())) as PromResponse<
+          string[]
+        >
+      ).data;
     expect(await values('job', 'product_service_build_info')).toEqual([JOB]);
     expect(await values('namespace', `product_service_build_info{job=~"${JOB}"}`)).toEqual([NAMESPACE]);
     expect(await values('pod', `product_service_build_info{job=~"${JOB}", namespace=~".*"}`)).toEqual([POD]);
@@ -232,7 +242,10 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       expect(logged, `no log line with trace_id ${id}`).toMatchObject({ msg: 'request completed' });
       const route = logged?.route === 'unmatched' ? undefined : logged?.route;
       const mine = spans.filter((span) => span.traceId === id);
-      expect(mine.some((span) => span.resource['service.name'] === 'product-service' && span.attributes['http.route'] === route), JSON.stringify(mine)).toBe(true);
+      expect(
+        mine.some((span) => span.resource['service.name'] === 'product-service' && span.attributes['http.route'] === route),
+        JSON.stringify(mine),
+      ).toBe(true);
     }
   });
 
@@ -248,7 +261,8 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     for (const rule of loaded) {
       expect(rule.health, `${rule.name}: ${rule.lastError ?? ''}`).toBe('ok');
       expect(Date.parse(rule.lastEvaluation), rule.name).toBeGreaterThan(trafficStarted);
-      if (rule.type === 'alerting') expect({ name: rule.name, state: rule.state, alerts: rule.alerts }).toEqual({ name: rule.name, state: 'inactive', alerts: [] });
+      if (rule.type === 'alerting')
+        expect({ name: rule.name, state: rule.state, alerts: rule.alerts }).toEqual({ name: rule.name, state: 'inactive', alerts: [] });
     }
     const alerts = await api<{ alerts: unknown[] }>('/api/v1/alerts');
     expect(alerts.data.alerts).toEqual([]);

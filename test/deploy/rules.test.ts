@@ -70,8 +70,14 @@ describe('Prometheus rule files', () => {
       const cases = covering.flatMap((test) => test.tests.flatMap((t) => t.alert_rule_test ?? []));
       for (const { alert } of alertsOf(file)) {
         const mine = cases.filter((c) => c.alertname === alert);
-        expect(mine.some((c) => (c.exp_alerts ?? []).length > 0), `${String(alert)} is never shown firing`).toBe(true);
-        expect(mine.some((c) => (c.exp_alerts ?? []).length === 0), `${String(alert)} is never shown silent`).toBe(true);
+        expect(
+          mine.some((c) => (c.exp_alerts ?? []).length > 0),
+          `${String(alert)} is never shown firing`,
+        ).toBe(true);
+        expect(
+          mine.some((c) => (c.exp_alerts ?? []).length === 0),
+          `${String(alert)} is never shown silent`,
+        ).toBe(true);
       }
     }
   });
