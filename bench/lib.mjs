@@ -102,7 +102,7 @@ export function configurations(sinkPort, serviceDir = ROOT, againstDir = undefin
 // Small helpers: /proc, ports, HTTP
 
 export const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
-export const CORES = os.availableParallelism();
+const CORES = os.availableParallelism();
 export const PIN = CORES >= 2;
 export const SERVER_CORE = '0';
 export const LOAD_CORE = '1';
@@ -354,7 +354,7 @@ export async function closedLoad(port, seconds, connections) {
   return { requests: r.requests, rps: r.rps, p50Ms: r.latency_ms.p50, p99Ms: r.latency_ms.p99, errors: r.errors + r.non2xx + r.timeouts };
 }
 
-export async function autocannonLoad(url, seconds, connections) {
+async function autocannonLoad(url, seconds, connections) {
   const [cmd, argv] = pinned(LOAD_CORE, NODE, [path.join(BENCH, 'load-autocannon.mjs'), JSON.stringify({ url, duration: seconds, connections })]);
   const out = await run(cmd, argv);
   const line = out.split('\n').find((l) => l.startsWith('AUTOCANNON_JSON '));

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { AGAINST, RESULTS, max, median, min } from './lib.mjs';
 
 /** The configuration every CPU ratio is taken against. */
-export const BASE = 'plain-http';
+const BASE = 'plain-http';
 
 /** cpuUsPerRequest(name) / cpuUsPerRequest(base) in each round both ran. */
 function ratiosPerRound(samples, name, base) {

@@ -72,10 +72,10 @@ export function parseResponses(raw) {
   return out;
 }
 
-export const isProblem = (res) => (res.headers['content-type'] ?? '').startsWith('application/problem+json');
+const isProblem = (res) => (res.headers['content-type'] ?? '').startsWith('application/problem+json');
 
 /** "400 problem+json nosniff, closed (FIN) in 3 ms": one answer in table length. */
-export function describeExchange(exchange, responses) {
+function describeExchange(exchange, responses) {
   const parts = responses.map((res) => {
     const type = res.headers['content-type'];
     const shortType = type === undefined ? 'no type' : type.replace(/^application\//, '').replace(/;.*$/, '');

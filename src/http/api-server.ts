@@ -111,10 +111,7 @@ export function createApiServer(listener: RequestListener, logger: Logger, optio
   const lingering = options.lingeringClose ?? LINGERING_CLOSE;
   const server = createServer(
     {
-      headersTimeout: timeouts.headersTimeout,
-      requestTimeout: timeouts.requestTimeout,
-      keepAliveTimeout: timeouts.keepAliveTimeout,
-      connectionsCheckingInterval: timeouts.connectionsCheckingInterval,
+      ...timeouts,
       // Node would answer a missing Host with an empty 400; serve() answers it as a problem.
       requireHostHeader: false,
     },

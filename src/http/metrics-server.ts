@@ -11,7 +11,7 @@ import { setSecurityHeaders } from './security-headers';
  * The API's timeouts apply: Prometheus keeps its connection between scrapes, like a balancer.
  */
 export function createMetricsServer(metrics: Pick<Metrics, 'render'>, logger: Logger): Server {
-  return createServer({ ...SERVER_TIMEOUTS }, (req, res) => {
+  return createServer(SERVER_TIMEOUTS, (req, res) => {
     serveMetrics(req, res, metrics).catch((error: unknown) => {
       logger.error({ err: error }, 'failed to render metrics');
       if (!res.headersSent) sendProblem(res, problemAnswer(500));

@@ -1,6 +1,7 @@
 /**
  * The Koa middleware in front of the routes, one concern each, in the order app.ts chains them.
- * Each runs its part after `await next()`, once the inner ones have settled the answer.
+ * All but securityHeaders do their part after `await next()`, once the inner ones have settled
+ * the answer.
  */
 import type { RouterContext } from '@koa/router';
 import type { Context, Middleware } from 'koa';
