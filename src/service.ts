@@ -39,7 +39,7 @@ export function createService(deps: ServiceDependencies): Service {
   const app = createApp({ bodyLimit: config.bodyLimit, logger, metrics, issueProductId: deps.issueProductId });
   const handleRequest = app.callback();
   // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
-  const apiServer = createApiServer((req, res) => void handleRequest(req, res), logger, deps.apiServerOptions);
+  const apiServer = createApiServer((req, res) => void handleRequest(req, res), logger, metrics, deps.apiServerOptions);
   const metricsServer = createMetricsServer(metrics, logger);
   return {
     apiServer,

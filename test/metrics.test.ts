@@ -7,11 +7,34 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
+import { parseResponse, rawExchange } from './support/raw-http';
 import { startService, VERSION, type ServiceProcess } from './support/service-process';
 
 const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
 const OPENMETRICS = 'application/openmetrics-text';
-const SEMCONV_BUCKETS = ['0.005', '0.01', '0.025', '0.05', '0.075', '0.1', '0.25', '0.5', '0.75', '1', '2.5', '5', '7.5', '10', '+Inf'];
+// Sub-millisecond buckets, then OpenTelemetry's semantic-convention boundaries.
+const DURATION_BUCKETS = [
+  '0.0001',
+  '0.00025',
+  '0.0005',
+  '0.001',
+  '0.0025',
+  '0.005',
+  '0.01',
+  '0.025',
+  '0.05',
+  '0.075',
+  '0.1',
+  '0.25',
+  '0.5',
+  '0.75',
+  '1',
+  '2.5',
+  '5',
+  '7.5',
+  '10',
+  '+Inf',
+];
 
 const post = (baseUrl: string, path = '/product', init: RequestInit = {}): Promise<Response> =>
   fetch(`${baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}', ...init });
@@ -67,7 +90,46 @@ describe('counting, in-process', () => {
     const buckets = samples(body, 'http_server_request_duration_seconds_bucket').filter(
       ({ labels }) => labels.http_route === '/product' && labels.http_response_status_code === '201',
     );
-    expect(buckets.map(({ labels }) => labels.le)).toEqual(SEMCONV_BUCKETS);
+    expect(buckets.map(({ labels }) => labels.le)).toEqual(DURATION_BUCKETS);
+  });
+
+  it('exposes the POST /product series the alert rules divide by at 0 before the first request', async () => {
+    // rate() ignores a series' first sample: a 500 series created by the first error would leave
+    // that error out of every ratio.
+    const svc = await startInProcess();
+    onTestFinished(() => svc.close());
+    const { body } = await svc.metrics.render(undefined);
+    for (const status of [201, 500, 499]) expect(requestCount(body, 'POST', '/product', status), String(status)).toBe(0);
+    const buckets = samples(body, 'http_server_request_duration_seconds_bucket').filter(({ labels }) => labels.http_response_status_code === '500');
+    expect(buckets.map(({ labels }) => labels.le)).toEqual(DURATION_BUCKETS);
+    expect(buckets.every(({ value }) => value === 0)).toBe(true);
+  });
+
+  it('counts requests the API server refuses before the application, by reason, from 0', async () => {
+    const svc = await startInProcess();
+    onTestFinished(() => svc.close());
+    const refused = async (reason: string): Promise<number | undefined> =>
+      sampleValue((await svc.metrics.render(undefined)).body, 'product_service_http_requests_refused_total', { reason });
+    for (const reason of [
+      'bad_request',
+      'connect',
+      'expectation_failed',
+      'headers_too_large',
+      'http_version_not_supported',
+      'request_timeout',
+      'pipelining_limit',
+    ]) {
+      expect(await refused(reason), reason).toBe(0);
+    }
+    expect(parseResponse(await rawExchange(svc.port, 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n')).status).toBe(400);
+    expect(parseResponse(await rawExchange(svc.port, 'BROKEN\r\n\r\n')).status).toBe(400);
+    expect(parseResponse(await rawExchange(svc.port, 'GET /health HTTP/3.0\r\nHost: a\r\n\r\n')).status).toBe(505);
+    expect(parseResponse(await rawExchange(svc.port, 'POST /product HTTP/1.1\r\nHost: a\r\nExpect: nothing\r\nContent-Length: 2\r\n\r\n')).status).toBe(417);
+    expect(await refused('bad_request')).toBe(2);
+    expect(await refused('http_version_not_supported')).toBe(1);
+    expect(await refused('expectation_failed')).toBe(1);
+    // None of them reached the application's histogram.
+    expect(samples((await svc.metrics.render(undefined)).body, 'http_server_request_duration_seconds_count').every(({ value }) => value === 0)).toBe(true);
   });
 });
 
@@ -107,8 +169,13 @@ describe('the built service', () => {
 
   it('includes process and Node.js metrics and the build info', async () => {
     const body = await scrape(svc.metricsUrl);
-    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds']) {
+    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_limit_bytes']) {
       expect(sampleValue(body, name), name).toBeGreaterThan(0);
+    }
+    // The heap alert's denominator: V8's limit, above what the heap uses now.
+    expect(sampleValue(body, 'nodejs_heap_size_limit_bytes')).toBeGreaterThan(sampleValue(body, 'nodejs_heap_size_used_bytes') ?? Infinity);
+    for (const state of ['active', 'idle']) {
+      expect(sampleValue(body, 'nodejs_eventloop_time_seconds_total', { nodejs_eventloop_state: state }), state).toBeGreaterThan(0);
     }
     expect(body).toMatch(/^# TYPE nodejs_gc_duration_seconds histogram$/m);
     const [buildInfo, ...more] = samples(body, 'product_service_build_info');
@@ -116,6 +183,16 @@ describe('the built service', () => {
     expect(buildInfo?.labels).toMatchObject({ version: VERSION, nodejs_version: process.version });
     expect(buildInfo?.labels.revision).toBeTruthy();
     expect(buildInfo?.value).toBe(1);
+  });
+
+  it('samples the event-loop delay every millisecond, so an idle process reads about 1 ms, not 10', async () => {
+    // Node's delay histogram records whole sampling intervals, and prom-client resets it at each
+    // scrape: the second scrape reads the idle second in between.
+    await scrape(svc.metricsUrl);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const p50 = sampleValue(await scrape(svc.metricsUrl), 'nodejs_eventloop_lag_p50_seconds') ?? Infinity;
+    expect(p50).toBeGreaterThanOrEqual(0.001);
+    expect(p50).toBeLessThan(0.005);
   });
 
   it('answers plain Prometheus text by default: no exemplars, no # EOF', async () => {

@@ -2,6 +2,7 @@ import { createServer, ServerResponse, STATUS_CODES, type IncomingMessage, type 
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger';
+import { refusalReason, type Metrics } from '../observability/metrics';
 import { problemAnswer, sendProblem } from './problem';
 
 /**
@@ -106,7 +107,12 @@ const awaitingContinue = new WeakSet<ServerResponse>();
  * error shape, connections closed without losing their last answer, pipelining bounded. `listener`
  * is the Koa application's callback.
  */
-export function createApiServer(listener: RequestListener, logger: Logger, options: ApiServerOptions = {}): Server {
+export function createApiServer(
+  listener: RequestListener,
+  logger: Logger,
+  metrics: Pick<Metrics, 'countRefusedRequest' | 'requestReceived'>,
+  options: ApiServerOptions = {},
+): Server {
   const timeouts = options.timeouts ?? SERVER_TIMEOUTS;
   const lingering = options.lingeringClose ?? LINGERING_CLOSE;
   const server = createServer(
@@ -133,18 +139,21 @@ export function createApiServer(listener: RequestListener, logger: Logger, optio
   });
 
   function serve(req: IncomingMessage, res: ServerResponse): void {
+    metrics.requestReceived(req);
     const socket = req.socket;
     // Requests Node still parses from a connection that is closing cannot be answered: not served.
     if (!canAnswerOn(socket)) return;
     const connection = connections.get(socket);
     if (connection !== undefined && pipelinedTooMany(connection)) {
       logger.warn({ limit: MAX_REQUESTS_PER_CONNECTION_PER_TURN }, 'closed a connection that pipelined too many requests');
+      metrics.countRefusedRequest('pipelining_limit');
       socket.destroy();
       return;
     }
     const refusal = framingProblem(req);
     if (refusal !== undefined) {
       logger.debug({ status: refusal.status }, 'rejected a malformed or incomplete request');
+      metrics.countRefusedRequest(refusalReason(refusal.status));
       answerAndClose(res, refusal.status, refusal.detail, {}, lingering);
       return;
     }
@@ -160,15 +169,17 @@ export function createApiServer(listener: RequestListener, logger: Logger, optio
   });
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
     logger.debug({ status: 417 }, 'rejected a malformed or incomplete request');
+    metrics.countRefusedRequest('expectation_failed');
     answerAndClose(res, 417, 'The only expectation this server meets is 100-continue.', {}, lingering);
   });
   // CONNECT asks for a tunnel; this is no proxy. 405 as for any method a resource does not allow,
   // with an empty Allow: the authority it names is no resource here (RFC 9110 §10.2.1).
   server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
     logger.debug({ status: 405 }, 'rejected a malformed or incomplete request');
+    metrics.countRefusedRequest('connect');
     answerAndClose(socket, 405, 'CONNECT is not served: this is not a proxy.', { Allow: '' }, lingering);
   });
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket, logger, lingering));
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket, logger, metrics, lingering));
   return server;
 }
 
@@ -224,7 +235,13 @@ type ParserError = NodeJS.ErrnoException & { bytesParsed?: number; rawPacket?: B
  * cannot parse. Node would answer with an empty body; this answers with the same statuses in the
  * problem+json shape every other error uses, and records the status for the request in flight.
  */
-function answerClientError(error: ParserError, socket: Duplex, logger: Logger, lingering: LingeringLimits): void {
+function answerClientError(
+  error: ParserError,
+  socket: Duplex,
+  logger: Logger,
+  metrics: Pick<Metrics, 'countRefusedRequest'>,
+  lingering: LingeringLimits,
+): void {
   // Already answered and closing: the lingering close ends it (the parser reports what follows as errors).
   if (socket.writableEnded && error.code !== 'ECONNRESET') return;
   // The client reset the connection or closed it mid-request: nobody is left to answer.
@@ -239,6 +256,8 @@ function answerClientError(error: ParserError, socket: Duplex, logger: Logger, l
   }
   const status = clientErrorStatus(error);
   logger.debug({ status, code: error.code }, 'rejected a malformed or incomplete request');
+  // A request the application already has (a 408 mid-body) is recorded there with this status.
+  if (currentResponse(socket) === undefined) metrics.countRefusedRequest(refusalReason(status));
   const connection = connections.get(socket);
   if (connection !== undefined) connection.closedWith = status;
   answerAndClose(socket, status, clientErrorDetail(status), {}, lingering);

@@ -7,7 +7,7 @@ import { createRouter, type RouteDependencies } from './routes';
 export interface AppDependencies {
   bodyLimit: number;
   logger: Logger;
-  metrics: Pick<Metrics, 'countProductIdIssued' | 'observeRequest'>;
+  metrics: Pick<Metrics, 'countProductIdIssued' | 'observeRequest' | 'receivedAt'>;
   issueProductId?: RouteDependencies['issueProductId'];
 }
 

@@ -28,11 +28,12 @@ export function securityHeaders(): Middleware {
 /**
  * Records each request once its answer is known: the duration histogram (with the trace id of a
  * sampled request as exemplar) and the request log line, which is written inside the request's
- * context and so carries its trace_id.
+ * context and so carries its trace_id. The duration starts when the API server received the
+ * request (api-server.ts), so it includes what ran before the application.
  */
-export function recordRequests(logger: Logger, metrics: Pick<Metrics, 'observeRequest'>): Middleware {
+export function recordRequests(logger: Logger, metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'>): Middleware {
   return async function recordRequests(ctx, next) {
-    const startedAt = performance.now();
+    const startedAt = metrics.receivedAt(ctx.req) ?? performance.now();
     await next();
     const seconds = (performance.now() - startedAt) / 1000;
     const route = routeOf(ctx);

@@ -1,3 +1,6 @@
+import type { IncomingMessage } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
 import type { ServiceInfo } from '../service-info';
 import type { Telemetry } from './telemetry';
@@ -5,8 +8,43 @@ import type { Telemetry } from './telemetry';
 /** The route label of requests that matched no route: a fixed value, never the raw path. */
 export const UNMATCHED_ROUTE = 'unmatched';
 
-/** OpenTelemetry semantic-convention buckets for http.server.request.duration, in seconds. */
-export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+/**
+ * Buckets of http_server_request_duration_seconds, in seconds: OpenTelemetry's semantic-convention
+ * boundaries (0.005 to 10), below them sub-millisecond ones, because the service answers in a
+ * fraction of a millisecond and a quantile inside one bucket is interpolated, not measured.
+ */
+export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+
+/**
+ * Request series the alert rules divide by, created at 0 when the service starts. rate() needs a
+ * sample before a series' first increase: a series born with a new pod's first errors would leave
+ * those errors out of every ratio.
+ */
+const INITIAL_REQUEST_SERIES = [201, 500, 499].map((status) => ({ http_request_method: 'POST', http_route: '/product', http_response_status_code: status }));
+
+/** Why the API server turned a request (or a connection) away before the application saw it (api-server.ts). */
+export type RefusalReason =
+  'bad_request' | 'connect' | 'expectation_failed' | 'headers_too_large' | 'http_version_not_supported' | 'request_timeout' | 'pipelining_limit';
+const REFUSAL_REASONS: readonly RefusalReason[] = [
+  'bad_request',
+  'connect',
+  'expectation_failed',
+  'headers_too_large',
+  'http_version_not_supported',
+  'request_timeout',
+  'pipelining_limit',
+];
+const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
+  400: 'bad_request',
+  405: 'connect',
+  408: 'request_timeout',
+  417: 'expectation_failed',
+  431: 'headers_too_large',
+  505: 'http_version_not_supported',
+};
+
+/** The refusal reason of a status the API server answers before the application (400 for any other). */
+export const refusalReason = (status: number): RefusalReason => REFUSAL_BY_STATUS[status] ?? 'bad_request';
 
 const NO_EXEMPLAR = Object.freeze({});
 
@@ -16,6 +54,12 @@ export interface Metrics {
   countProductIdIssued(): void;
   /** Counts log lines stdout dropped because its buffer was full (logger.ts). */
   countLogLinesDropped(lines: number): void;
+  /** Counts a request (or a connection) the API server refused before the application saw it. */
+  countRefusedRequest(reason: RefusalReason): void;
+  /** Notes the moment the API server received a request: its recorded duration starts there. */
+  requestReceived(req: IncomingMessage): void;
+  /** When requestReceived saw the request (performance.now()), if it did. */
+  receivedAt(req: IncomingMessage): number | undefined;
   /** Records one finished request. `traceId` is given for sampled requests and becomes an exemplar. */
   observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void;
   /** The exposition in the format the scraper asked for through its Accept header. */
@@ -51,12 +95,22 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   const requestDuration = new Histogram({
     name: 'http_server_request_duration_seconds',
-    help: 'Duration of HTTP server requests, from the first middleware to the response being handed to Node.',
+    help: 'Duration of HTTP server requests, from the API server receiving the request to the response being handed to Node.',
     labelNames: ['http_request_method', 'http_route', 'http_response_status_code'] as const,
     buckets: DURATION_BUCKETS,
     enableExemplars: true,
     registers: [registry],
   });
+  for (const labels of INITIAL_REQUEST_SERIES) requestDuration.zero(labels);
+
+  const refused = new Counter({
+    name: 'product_service_http_requests_refused_total',
+    help: 'Requests the API server answered itself and closed the connection before the application saw them (bad_request 400, connect 405, request_timeout 408, expectation_failed 417, headers_too_large 431, http_version_not_supported 505), and connections closed unanswered for pipelining too many requests (pipelining_limit).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
+  const received = new WeakMap<IncomingMessage, number>();
 
   new Gauge({
     name: 'product_service_build_info',
@@ -67,7 +121,10 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));
   if (options.processMetrics) {
-    collectDefaultMetrics({ register: registry });
+    // 1 ms, the finest Node's event-loop delay histogram allows: it reports the whole sampling
+    // interval, so an idle process reads about the precision (prom-client's default is 10 ms).
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 1 });
+    registerV8Metrics(registry);
     // Three gauges prom-client names with a counter's "_total" suffix, which `promtool check metrics`
     // rejects; the same counts, by type, stay in nodejs_active_{handles,requests,resources}.
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
@@ -79,6 +136,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registry,
     countProductIdIssued: () => productIdsIssued.inc(),
     countLogLinesDropped: (lines) => logLinesDropped.inc(lines),
+    countRefusedRequest: (reason) => refused.inc({ reason }),
+    requestReceived: (req) => void received.set(req, performance.now()),
+    receivedAt: (req) => received.get(req),
     observeRequest(method, route, status, seconds, traceId) {
       requestDuration.observe({
         labels: { http_request_method: method, http_route: route, http_response_status_code: status },
@@ -147,6 +207,35 @@ function registerSpanPipelineMetrics(registry: Registry<RegistryContentType>, re
     registers: [registry],
     async collect() {
       this.set((await counts())?.queueCapacity ?? 0);
+    },
+  });
+}
+
+/**
+ * What prom-client's default metrics lack for the alert rules and the dashboard: V8's heap limit
+ * (the heap alert divides the heap by it: a leak ends in V8's abort at that limit, below the
+ * container's), and event-loop utilisation as OpenTelemetry's nodejs.eventloop.time counter (time
+ * the loop spent running callbacks and idle), from which any window's utilisation is a rate ratio.
+ */
+function registerV8Metrics(registry: Registry<RegistryContentType>): void {
+  new Gauge({
+    name: 'nodejs_heap_size_limit_bytes',
+    help: "V8's heap size limit (heap_size_limit); past it V8 aborts the process with 'heap out of memory'.",
+    registers: [registry],
+    collect() {
+      this.set(getHeapStatistics().heap_size_limit);
+    },
+  });
+  new Counter({
+    name: 'nodejs_eventloop_time_seconds_total',
+    help: 'Time the event loop spent running callbacks (active) and waiting for events (idle), since the process started.',
+    labelNames: ['nodejs_eventloop_state'] as const,
+    registers: [registry],
+    collect() {
+      const { active, idle } = performance.eventLoopUtilization();
+      this.reset();
+      this.inc({ nodejs_eventloop_state: 'active' }, active / 1000);
+      this.inc({ nodejs_eventloop_state: 'idle' }, idle / 1000);
     },
   });
 }
