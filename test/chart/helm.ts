@@ -33,12 +33,7 @@ export function helm(args: string[], cwd = ROOT): Run {
   requireHelm();
   const run = spawnSync(helmBin, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (run.error) throw run.error;
-  // Helm logs each symlink it follows (files/ -> deploy/) at INFO level; keep stderr for errors.
-  const stderr = run.stderr
-    .split('\n')
-    .filter((line) => !line.includes('found symbolic link in path'))
-    .join('\n');
-  return { status: run.status, stdout: run.stdout, stderr };
+  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
 }
 
 /** A value set: the chart defaults, or one of the chart-testing files ci/*-values.yaml. */

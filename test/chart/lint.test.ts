@@ -1,5 +1,5 @@
-// `helm lint --strict`, the strict values schema, `helm package` (the symlinked deploy/ files end
-// up in the package, the rule unit tests do not) and the README's generated parameters table.
+// `helm lint --strict`, the strict values schema, `helm package` (the chart's own files end up in
+// the package) and the README's generated parameters table.
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -78,18 +78,9 @@ describe('helm package', () => {
     );
   }
 
-  it('stores the contents of the deploy/ rules and dashboards, without the rule unit tests', () => {
-    const files = packagedFiles();
-    const rulesDir = join(ROOT, 'deploy/prometheus/rules');
-    for (const f of readdirSync(rulesDir)) {
-      const packaged = files.get(`product-service/files/prometheus-rules/${f}`);
-      if (f.endsWith('.test.yaml')) expect(packaged, f).toBeUndefined();
-      else expect(packaged, f).toBe(readFileSync(join(rulesDir, f), 'utf8'));
-    }
-    const dashboardsDir = join(ROOT, 'deploy/grafana/dashboards');
-    for (const f of readdirSync(dashboardsDir)) {
-      expect(files.get(`product-service/files/grafana-dashboards/${f}`), f).toBe(readFileSync(join(dashboardsDir, f), 'utf8'));
-    }
+  it("stores the chart's own dashboard file", () => {
+    const source = readFileSync(join(chartDir, 'files/dashboards/product-service.json'), 'utf8');
+    expect(packagedFiles().get('product-service/files/dashboards/product-service.json')).toBe(source);
   });
 
   it('renders the same manifests from the package as from the directory', () => {

@@ -1,12 +1,11 @@
 // Renders the chart with `helm template` over the defaults and every ci/*-values.yaml, validates
 // every object against its API schema, and checks the policies the chart promises.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { IContainer, IPodSpec, IProbe } from 'kubernetes-models/v1';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import { ROOT } from '../support/paths';
 import { chartDir, findOne, helm, mainContainer, must, ofKind, podSpecOf, template, valueSets, type K8sObject } from './helm';
 import { validateObject } from './validate';
 
@@ -351,32 +350,5 @@ describe('guards that refuse unsafe values', () => {
 
   it('refuses an HTTPRoute without a Gateway', () => {
     expect(templateFails(['--set', 'httpRoute.enabled=true'])).toMatch(/parentRefs/);
-  });
-});
-
-describe('monitoring objects read deploy/, the one source', () => {
-  const objects = template(['--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true']);
-  const rulesDir = join(ROOT, 'deploy/prometheus/rules');
-  const dashboardsDir = join(ROOT, 'deploy/grafana/dashboards');
-
-  it('puts every rule group of deploy/prometheus/rules/*.yaml, and no unit test, in the PrometheusRule', () => {
-    const files = readdirSync(rulesDir)
-      .filter((f) => f.endsWith('.yaml') && !f.endsWith('.test.yaml'))
-      .sort();
-    expect(files.length).toBeGreaterThan(0);
-    const groups = files.flatMap((f) => (parse(readFileSync(join(rulesDir, f), 'utf8')) as { groups: unknown[] }).groups);
-    expect(findOne(objects, 'PrometheusRule').spec.groups).toEqual(groups);
-  });
-
-  it('puts every dashboard of deploy/grafana/dashboards/, byte for byte, in the sidecar ConfigMap', () => {
-    const configMap = findOne(objects, 'ConfigMap');
-    expect(configMap.metadata?.labels).toMatchObject({ grafana_dashboard: '1' });
-    const files = readdirSync(dashboardsDir)
-      .filter((f) => f.endsWith('.json'))
-      .sort();
-    expect(files.length).toBeGreaterThan(0);
-    const data = must(configMap.data, 'ConfigMap data');
-    expect(Object.keys(data).sort()).toEqual(files);
-    for (const f of files) expect(data[f]).toBe(readFileSync(join(dashboardsDir, f), 'utf8'));
   });
 });

@@ -3,11 +3,12 @@ import { basename, join, relative } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseDocument } from 'yaml';
 import { ROOT } from '../support/paths';
-import { COMPOSE, PROMETHEUS_INSTALL, requireTool, ruleFiles, run } from './tools';
+import { COMPOSE, DASHBOARD, DEPLOY_RULES, PROMETHEUS_INSTALL, alertsOf, readRules, requireTool, run } from './tools';
 
 // No image can be pulled on these machines, so the local stack is proven without running it:
 // Compose resolves the file, every mounted config file parses, promtool validates Prometheus'
-// config (and the rule files it loads), and the files agree with each other (ports, hosts, uids).
+// config (and the rule file it loads, rendered from the chart), and the files agree with each
+// other (ports, hosts, uids, the job and namespace the rules select, the dashboard they link to).
 
 interface ComposeService {
   image?: string;
@@ -20,6 +21,8 @@ interface ComposeService {
 }
 
 const DEPLOY = join(ROOT, 'deploy');
+// The chart's dashboard directory, which Grafana provisions as it is.
+const CHART_DASHBOARDS = join(ROOT, 'helm', 'product-service', 'files', 'dashboards');
 const filesUnder = (path: string): string[] => (statSync(path).isDirectory() ? readdirSync(path).flatMap((name) => filesUnder(join(path, name))) : [path]);
 
 /** Parses YAML strictly: any error or warning (duplicate keys, bad indentation) fails. */
@@ -67,11 +70,11 @@ describe('local stack (deploy/compose.yaml)', () => {
     expect(app?.environment?.OTEL_SERVICE_NAME).toBe('product-service');
   });
 
-  it('mounts only files of deploy/ that exist and parse', () => {
+  it("mounts only files of deploy/ and the chart's dashboards, that exist and parse", () => {
     const mounted = Object.keys(services).flatMap((name) => mounts(name).map((m) => m.source));
     expect(mounted.length).toBeGreaterThanOrEqual(6);
     for (const source of mounted) {
-      expect(source.startsWith(DEPLOY + '/'), source).toBe(true);
+      expect(source.startsWith(DEPLOY + '/') || source === CHART_DASHBOARDS, source).toBe(true);
       expect(existsSync(source), source).toBe(true);
       for (const file of filesUnder(source)) {
         if (file.endsWith('.json')) expect(() => JSON.parse(readFileSync(file, 'utf8')) as unknown, file).not.toThrow();
@@ -81,7 +84,7 @@ describe('local stack (deploy/compose.yaml)', () => {
     }
   });
 
-  it('Prometheus: promtool accepts its config, which loads every rule file, with exemplar storage on', () => {
+  it('Prometheus: promtool accepts its config, which loads the rules rendered from the chart, with exemplar storage on', () => {
     const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
     const config = mountedFile('prometheus', '/etc/prometheus/prometheus.yml');
     const check = run(promtool, ['check', 'config', config]);
@@ -89,14 +92,24 @@ describe('local stack (deploy/compose.yaml)', () => {
     const parsed = parseYamlFile(config) as { rule_files: string[]; scrape_configs: Array<{ job_name: string; static_configs: Array<{ targets: string[] }> }> };
     // The rules directory is mounted beside the config, so the relative paths resolve in both places.
     expect(mountedFile('prometheus', '/etc/prometheus/rules')).toBe(join(DEPLOY, 'prometheus', 'rules'));
-    expect(parsed.rule_files.map((file) => basename(file)).sort()).toEqual(ruleFiles().map((file) => basename(file)));
+    expect(parsed.rule_files.map((file) => basename(file))).toEqual([basename(DEPLOY_RULES)]);
+    expect(readdirSync(join(DEPLOY, 'prometheus', 'rules'))).toEqual([basename(DEPLOY_RULES)]);
     expect(services.prometheus?.command).toContain('--enable-feature=exemplar-storage');
     expect(services.prometheus?.command).toContain('--config.file=/etc/prometheus/prometheus.yml');
-    const job = parsed.scrape_configs.find((scrape) => scrape.job_name === 'product-service');
+    const job = parsed.scrape_configs.find((scrape) => scrape.job_name === 'product-service') as
+      { job_name: string; static_configs: Array<{ targets: string[]; labels: Record<string, string> }> } | undefined;
     expect(job?.static_configs[0]?.targets).toEqual(['product-service:9464']);
-    // The job name matches the rules' job selector (Prometheus anchors label regexes).
-    const selector = /job=~"([^"]+)"/.exec(readFileSync(ruleFiles()[0] ?? '', 'utf8'))?.[1] ?? 'missing';
-    expect(new RegExp(`^(?:${selector})$`).test(job?.job_name ?? '')).toBe(true);
+    // The scrape's job and namespace are the ones the rules select.
+    const selector = `job="${job?.job_name ?? ''}", namespace="${job?.static_configs[0]?.labels.namespace ?? ''}"`;
+    for (const rule of alertsOf(readRules(DEPLOY_RULES)).filter((r) => r.expr.includes('up{'))) expect(rule.expr, rule.alert).toContain(`up{${selector}}`);
+  });
+
+  it("the alerts link to the local Grafana's dashboard, which is the chart's file", () => {
+    const { uid } = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as { uid: string };
+    expect(mountedFile('grafana', '/var/lib/grafana/dashboards')).toBe(CHART_DASHBOARDS);
+    for (const rule of alertsOf(readRules(DEPLOY_RULES))) {
+      expect(rule.annotations?.dashboard_url, rule.alert).toBe(`http://localhost:3000/d/${uid}?var-job=product-service&var-namespace=local`);
+    }
   });
 
   it('the collector receives OTLP/HTTP on 4318 and exports traces to Tempo', () => {
@@ -152,7 +165,7 @@ describe('local stack (deploy/compose.yaml)', () => {
 
     const providers = (parseYamlFile(join(provisioning, 'dashboards', 'dashboards.yaml')) as { providers: Array<{ options: { path: string } }> }).providers;
     const dashboards = mountedFile('grafana', providers[0]?.options.path ?? 'missing');
-    expect(dashboards).toBe(join(DEPLOY, 'grafana', 'dashboards'));
+    expect(dashboards).toBe(CHART_DASHBOARDS);
     expect(readdirSync(dashboards)).toContain('product-service.json');
     expect(services.grafana?.environment?.GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH).toBe(`${providers[0]?.options.path ?? ''}/product-service.json`);
   });

@@ -1,16 +1,20 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { DASHBOARD, allPanels, loadDashboard, promTargets, type Panel } from './tools';
+import { DASHBOARD, allPanels, loadDashboard, promTargets, type Dashboard, type Panel } from './tools';
 
-// Static checks of deploy/grafana/dashboards/product-service.json: that it imports into any
-// Grafana with any Prometheus (data sources are variables), and that every query is filtered
-// by the namespace/pod/instance variables and uses $__rate_interval. The queries themselves are
-// run against a real Prometheus in live-prometheus.test.ts.
+// Static checks of the chart's dashboard (helm/product-service/files/dashboards/product-service.json,
+// which the compose stack provisions too): that it imports into any Grafana with any Prometheus
+// (data sources are variables), that every query is filtered by the job, namespace, pod and
+// instance variables and uses $__rate_interval, and that every panel says what it measures. The
+// queries themselves are run against a real Prometheus in live-prometheus.test.ts.
 const dashboard = loadDashboard();
 const text = readFileSync(DASHBOARD, 'utf8');
 const variable = (name: string) => dashboard.templating.list.find((v) => v.name === name);
-const FILTER = 'namespace=~"$namespace", pod=~"$pod"';
-const OUR_PODS = 'and on (namespace, pod) up{job=~"$job", namespace=~"$namespace", pod=~"$pod", instance=~"$instance"}';
+const SERVICE = 'job=~"$job", namespace=~"$namespace", pod=~"$pod", instance=~"$instance"';
+const KSM = 'namespace=~"$namespace", pod=~"$pod"';
+const OUR_PODS = `and on (namespace, pod) up{${SERVICE}}`;
+// Series the rules write (recording rules, ALERTS) belong to a job and namespace, not to a pod.
+const JOB_NAMESPACE = 'job=~"$job", namespace=~"$namespace"';
 
 /** Every object under a "datasource" key, anywhere in the JSON (panels, targets, variables, annotations). */
 function datasourceRefs(node: unknown, found: unknown[] = []): unknown[] {
@@ -48,17 +52,22 @@ describe('Grafana dashboard', () => {
     }
   });
 
-  it('has job, namespace, pod and instance variables read from the service metrics', () => {
-    expect(variable('job')).toMatchObject({ type: 'query', includeAll: false, datasource: { uid: '${datasource}' } });
-    for (const name of ['namespace', 'pod', 'instance']) {
+  it('has job, namespace, pod and instance variables read from the service metrics; one job and one namespace at a time', () => {
+    // A single namespace, so that no panel sums two environments' traffic into one line.
+    for (const name of ['job', 'namespace']) {
+      expect(variable(name), name).toMatchObject({ type: 'query', includeAll: false, multi: false, datasource: { uid: '${datasource}' } });
+    }
+    for (const name of ['pod', 'instance']) {
       expect(variable(name), name).toMatchObject({ type: 'query', includeAll: true, multi: true, allValue: '.*', datasource: { uid: '${datasource}' } });
+    }
+    for (const name of ['namespace', 'pod', 'instance']) {
       expect(JSON.stringify(variable(name)?.query), name).toContain('product_service_build_info{job=~\\"$job\\"');
     }
   });
 
   it('has the rows the on-call questions need', () => {
     const rows = dashboard.panels.filter((panel) => panel.type === 'row').map((panel) => panel.title);
-    for (const row of ['Overview', 'Traffic', 'Errors', 'Latency', 'Saturation', 'Telemetry', 'Traces']) {
+    for (const row of ['Overview', 'Alerts and SLOs', 'Traffic', 'Errors', 'Latency', 'Saturation', 'Telemetry', 'Traces']) {
       expect(
         rows.some((title) => title.startsWith(row)),
         row,
@@ -69,33 +78,62 @@ describe('Grafana dashboard', () => {
   const targets = promTargets(dashboard);
   it('has PromQL targets', () => expect(targets.length).toBeGreaterThan(30));
 
-  it.each(targets.map(({ panel, target, expr }) => [`${panel.title} ${target.refId}`, expr]))(
-    'query %s is filtered by namespace, pod and instance and uses $__rate_interval',
-    (_name, expr) => {
-      // Every range (after a selector or a subquery) is $__rate_interval, so rate/increase/changes
-      // follow the scrape interval.
-      for (const range of expr.matchAll(/[})]\[([^\]]*)\]/g)) expect(range[1]).toBe('$__rate_interval');
-      if (/\b(rate|increase|changes)\(/.test(expr)) expect(expr).toContain('[$__rate_interval]');
-      // Every metric is read through a selector, never bare (a bare name would ignore the filters).
-      expect(expr).not.toMatch(/\b(?:up|(?:http_server|product|process|nodejs|otel_sdk|kube|scrape)_\w+)\b(?!\{)/);
-      const selectors = [...expr.matchAll(/(\w+)\{([^{}]*)\}/g)];
-      expect(selectors.length).toBeGreaterThan(0);
-      for (const [whole, metric = '', matchers = ''] of selectors) {
-        expect(matchers, whole).toContain(FILTER);
-        if (metric.startsWith('kube_')) {
-          // kube-state-metrics series belong to pods, not to our scrape targets: they are kept
-          // only for pods that are targets of the selected job and instances.
-          expect(expr).toContain(OUR_PODS);
-        } else {
-          expect(matchers, whole).toContain('job=~"$job", namespace=~"$namespace", pod=~"$pod", instance=~"$instance"');
-        }
+  /**
+   * Checks a query's filters and ranges. Panels filter the service's own series down to the
+   * selected pods and instances; annotations mark the whole job and namespace.
+   */
+  function checkQuery(expr: string, service = SERVICE): void {
+    // Every range (after a selector or a subquery) is $__rate_interval, so rate/increase/changes
+    // follow the scrape interval.
+    for (const range of expr.matchAll(/[})]\[([^\]]*)\]/g)) expect(range[1]).toBe('$__rate_interval');
+    if (/\b(rate|increase|changes)\(/.test(expr)) expect(expr).toContain('[$__rate_interval]');
+    // Every metric is read through a selector, never bare (a bare name would ignore the filters).
+    const outsideSelectors = expr.replace(/\{[^{}]*\}/g, '{}').replace(/"[^"]*"/g, '""');
+    expect(outsideSelectors).not.toMatch(/\b(?:up|ALERTS|job_namespace:[\w:]+|(?:http_server|product|process|nodejs|otel_sdk|kube|scrape)_\w+)\b(?![\w:]*\{)/);
+    const selectors = [...expr.matchAll(/([\w:]*)\{([^{}]*)\}/g)];
+    expect(selectors.length).toBeGreaterThan(0);
+    for (const [whole, metric = '', matchers = ''] of selectors) {
+      if (metric.startsWith('kube_')) {
+        // kube-state-metrics series belong to pods, not to our scrape targets: they are kept
+        // only for pods that are targets of the selected job and instances.
+        expect(matchers, whole).toContain(KSM);
+        expect(expr).toContain(OUR_PODS);
+      } else if (metric === 'ALERTS' || metric.startsWith('job_namespace:') || matchers.includes('__name__=~"job_namespace:')) {
+        expect(matchers, whole).toContain(JOB_NAMESPACE);
+      } else {
+        expect(matchers, whole).toContain(service);
       }
-    },
+    }
+  }
+
+  it.each(targets.map(({ panel, target, expr }) => [`${panel.title} ${target.refId}`, expr]))(
+    'query %s is filtered by the variables and uses $__rate_interval',
+    (_name, expr) => checkQuery(expr),
   );
 
+  it('says on every panel what it measures', () => {
+    for (const panel of allPanels(dashboard).filter((p) => p.type !== 'row')) {
+      expect((panel as Panel & { description?: string }).description ?? '', panel.title).toMatch(/^.{60,}$/s);
+    }
+  });
+
+  it('marks deploys and firing alerts of the selected job and namespace', () => {
+    const annotations = (dashboard as Dashboard & { annotations: { list: Array<{ name: string; expr?: string; datasource: unknown }> } }).annotations.list;
+    expect(annotations.map((annotation) => annotation.name)).toEqual(['Annotations & Alerts', 'Deploys', 'Alerts firing']);
+    for (const annotation of annotations.slice(1)) {
+      expect(annotation.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
+      checkQuery(annotation.expr ?? '', JOB_NAMESPACE);
+    }
+    expect(annotations[1]?.expr).toMatch(/^count by \(version, revision\) \(product_service_build_info\{.*\}\) unless .* offset 5m\)$/);
+    expect(annotations[2]?.expr).toContain('ALERTS{alertstate="firing", job=~"$job", namespace=~"$namespace"}');
+  });
+
   it('shows exemplars on the latency panels and links them to the trace panel on the tracing variable', () => {
-    const latency = allPanels(dashboard).filter((panel) => /latency/i.test(panel.title) && panel.type !== 'row' && panel.type !== 'stat');
-    expect(latency.length).toBeGreaterThanOrEqual(3);
+    // The panels of the Latency row.
+    const start = dashboard.panels.findIndex((panel) => panel.type === 'row' && panel.title.startsWith('Latency'));
+    const end = dashboard.panels.findIndex((panel, i) => i > start && panel.type === 'row');
+    const latency = dashboard.panels.slice(start + 1, end);
+    expect(latency.length).toBeGreaterThanOrEqual(4);
     for (const panel of latency) {
       expect(
         panel.targets?.some((target) => target.exemplar === true),
@@ -105,6 +143,8 @@ describe('Grafana dashboard', () => {
       expect(link, panel.title).toContain('"options":"trace_id"');
       expect(link, panel.title).toContain('var-trace_id=${__value.raw}');
       expect(link, panel.title).toContain('${tracing:queryparam}');
+      // This dashboard, whatever uid the chart gives it in a release.
+      expect(link, panel.title).toContain('"url":"/d/${__dashboard.uid}?');
     }
     const traces = allPanels(dashboard).find((panel) => panel.type === 'traces');
     expect(traces?.datasource).toEqual({ type: 'tempo', uid: '${tracing}' });

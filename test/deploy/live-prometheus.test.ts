@@ -5,18 +5,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { stringify } from 'yaml';
 import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { MAIN } from '../support/paths';
-import { freePort, startService, type ServiceProcess } from '../support/service-process';
-import { PROMETHEUS_INSTALL, interpolate, loadDashboard, promTargets, requireTool, ruleFiles, run } from './tools';
+import { freePort, startService, VERSION, type ServiceProcess } from '../support/service-process';
+import { PROMETHEUS_INSTALL, interpolate, loadDashboard, parseRules, promTargets, renderRules, requireTool, run, type Dashboard } from './tools';
 
 // The whole observability path on real parts: the built service (started as in production,
 // `node dist/main.js`) exports spans to an OTLP/HTTP receiver standing in for the collector
 // (test/support/otlp-receiver.ts); a real Prometheus scrapes its /metrics (OpenMetrics, exemplars
-// kept) with the alert and recording rules loaded, while this test sends traffic. Then every
-// dashboard query runs against that Prometheus.
+// kept) with the alert and recording rules loaded as the chart renders them for a release whose
+// job is the scrape's, while this test sends traffic. Then every dashboard query runs against
+// that Prometheus.
 
 const JOB = 'product-service';
 const NAMESPACE = 'test';
@@ -50,6 +51,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   let prometheus: ChildProcess | undefined;
   let receiver: OtlpReceiver | undefined;
   let promUrl = '';
+  let rulesFile = '';
   let trafficStarted = 0;
   const ids: number[] = [];
   const statuses = new Map<number, number>();
@@ -65,6 +67,9 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
     if (!existsSync(MAIN)) throw new Error('dist/main.js is missing: run `npm run build` first');
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
+    // The chart's rules for a release named after the scrape job, in the scrape's namespace.
+    rulesFile = join(dir, 'rules.yaml');
+    writeFileSync(rulesFile, renderRules({ release: JOB, namespace: NAMESPACE }));
 
     receiver = await startOtlpReceiver();
     service = await startService({
@@ -81,7 +86,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       config,
       stringify({
         global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
-        rule_files: ruleFiles(),
+        rule_files: [rulesFile],
         scrape_configs: [{ job_name: JOB, static_configs: [{ targets: [`127.0.0.1:${service.metricsPort}`], labels: { namespace: NAMESPACE, pod: POD } }] }],
       }),
     );
@@ -189,28 +194,45 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     expect(await values('instance', `product_service_build_info{job=~"${JOB}", namespace=~".*", pod=~".*"}`)).toEqual([`127.0.0.1:${service?.metricsPort}`]);
   });
 
-  const targets = promTargets(loadDashboard());
+  const dashboard = loadDashboard() as Dashboard & { annotations: { list: Array<{ name: string; expr?: string }> } };
+  const targets = promTargets(dashboard);
   // Grafana escapes regex characters of the chosen values, and the backslash for the PromQL string.
   const escape = (value: string) => value.replace(/[.*+?^${}()|[\]\\]/g, '\\\\$&');
   const variableSets = (): Array<[string, Record<string, string>]> => [
-    ['All', { job: JOB, namespace: '.*', pod: '.*', instance: '.*' }],
+    ['all pods', { job: JOB, namespace: NAMESPACE, pod: '.*', instance: '.*' }],
     ['one pod', { job: JOB, namespace: NAMESPACE, pod: POD, instance: escape(`127.0.0.1:${service?.metricsPort}`) }],
   ];
 
-  it.each(['All', 'one pod'])('every dashboard query is valid and returns data (variables: %s)', async (set) => {
+  it.each(['all pods', 'one pod'])('every dashboard query is valid and returns data (variables: %s)', async (set) => {
     const values = variableSets().find(([name]) => name === set)?.[1] ?? {};
     const empty: string[] = [];
     for (const { panel, target, expr } of targets) {
       const promql = interpolate(expr, values, '1m');
-      expect(promql, panel.title).not.toMatch(/\$/);
+      // No variable left ($1 is label_replace's own reference).
+      expect(promql, panel.title).not.toMatch(/\$(?!\d)/);
       const result = await query(promql);
       expect(result.status, `${panel.title} ${target.refId}: ${promql}: ${result.error ?? ''}`).toBe('success');
       if (result.data.result.length === 0) empty.push(`${panel.title} ${target.refId}`);
     }
-    // Only the kube-state-metrics queries (container limits and restarts) have nothing here.
-    const ksm = targets.filter(({ expr }) => expr.includes('kube_')).map(({ panel, target }) => `${panel.title} ${target.refId}`);
-    expect(empty.sort()).toEqual(ksm.sort());
-    expect(ksm.length).toBeLessThanOrEqual(3);
+    // Only the kube-state-metrics queries (container requests, limits and restarts) and the alerts
+    // table (nothing is pending on a healthy service) have nothing here.
+    const allowed = targets
+      .filter(({ expr }) => expr.includes('kube_') || expr.startsWith('ALERTS'))
+      .map(({ panel, target }) => `${panel.title} ${target.refId}`);
+    expect(empty.sort()).toEqual(allowed.sort());
+    expect(allowed.length).toBeLessThanOrEqual(5);
+  });
+
+  it('the annotation queries are valid; the deploy marker shows the build that started', async () => {
+    const values = variableSets()[0]?.[1] ?? {};
+    const results = new Map<string, Sample[]>();
+    for (const annotation of dashboard.annotations.list.filter((a) => a.expr !== undefined)) {
+      const result = await query(interpolate(annotation.expr ?? '', values, '1m'));
+      expect(result.status, `${annotation.name}: ${result.error ?? ''}`).toBe('success');
+      results.set(annotation.name, result.data.result);
+    }
+    expect(results.get('Deploys')?.map((sample) => sample.metric.version)).toEqual([VERSION]);
+    expect(results.get('Alerts firing')).toEqual([]);
   });
 
   it('the latency panels have exemplars whose trace ids reach the trace backend and the logs', async () => {
@@ -252,11 +274,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   it('loads every rule, evaluates it without error, and nothing is pending or firing on the healthy service', async () => {
     const rules = await api<{ groups: Array<{ name: string; file: string; rules: RuleState[] }> }>('/api/v1/rules');
     const loaded = rules.data.groups.flatMap((group) => group.rules);
-    const expected = ruleFiles().flatMap((file) =>
-      (parse(readFileSync(file, 'utf8')) as { groups: Array<{ rules: Array<{ alert?: string; record?: string }> }> }).groups.flatMap((g) =>
-        g.rules.map((rule) => rule.alert ?? rule.record),
-      ),
-    );
+    const expected = parseRules(readFileSync(rulesFile, 'utf8')).groups.flatMap((g) => g.rules.map((rule) => rule.alert ?? rule.record));
     expect(loaded.map((rule) => rule.name).sort()).toEqual(expected.sort());
     for (const rule of loaded) {
       expect(rule.health, `${rule.name}: ${rule.lastError ?? ''}`).toBe('ok');
@@ -266,9 +284,13 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     }
     const alerts = await api<{ alerts: unknown[] }>('/api/v1/alerts');
     expect(alerts.data.alerts).toEqual([]);
-    // The SLO recording rules match this job: 0 errors among the POST /product requests.
-    const ratio = await query(`job_namespace:product_service_create_errors:ratio_rate5m{job="${JOB}", namespace="${NAMESPACE}"}`);
-    expect(ratio.data.result.map((sample) => sample.value[1])).toEqual(['0']);
+    // The SLO recording rules match this job: no POST /product answered 5xx, none slower than
+    // the latency threshold or given up.
+    const ratio = await query(`job_namespace:product_service_slo_errors:ratio_rate5m{job="${JOB}", namespace="${NAMESPACE}"}`);
+    expect(ratio.data.result.map((sample) => [sample.metric.slo, sample.value[1]]).sort()).toEqual([
+      ['availability', '0'],
+      ['latency', '0'],
+    ]);
   });
 
   // Proof that the silence above means something: the same rules react on the live data.

@@ -1,24 +1,47 @@
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse } from 'yaml';
 import { ROOT } from '../support/paths';
 
-export const RULES_DIR = join(ROOT, 'deploy', 'prometheus', 'rules');
-export const DASHBOARD = join(ROOT, 'deploy', 'grafana', 'dashboards', 'product-service.json');
+/** The compose stack's rule file, rendered from the chart (scripts/render-rules.mjs), and the values it is rendered with. */
+export const DEPLOY_RULES = join(ROOT, 'deploy', 'prometheus', 'rules', 'product-service.yaml');
+export const DEPLOY_RULE_VALUES = join(ROOT, 'deploy', 'prometheus', 'chart-values.yaml');
+/** The dashboard: the chart's file, which the compose stack's Grafana provisions as it is. */
+export const DASHBOARD = join(ROOT, 'helm', 'product-service', 'files', 'dashboards', 'product-service.json');
 export const RUNBOOK = join(ROOT, 'docs', 'runbook.md');
 export const COMPOSE = join(ROOT, 'deploy', 'compose.yaml');
+const RENDER_RULES = join(ROOT, 'scripts', 'render-rules.mjs');
 
-/** Rule files (what Prometheus and the Helm chart load) and their promtool unit tests. */
-export const ruleFiles = (): string[] =>
-  readdirSync(RULES_DIR)
-    .filter((name) => name.endsWith('.yaml') && !name.endsWith('.test.yaml'))
-    .sort()
-    .map((name) => join(RULES_DIR, name));
-export const ruleTestFiles = (): string[] =>
-  readdirSync(RULES_DIR)
-    .filter((name) => name.endsWith('.test.yaml'))
-    .sort()
-    .map((name) => join(RULES_DIR, name));
+/** A Prometheus rule file's parts the tests read. */
+export interface Rule {
+  alert?: string;
+  record?: string;
+  expr: string;
+  for?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+export interface RuleFile {
+  groups: Array<{ name: string; interval?: string; rules: Rule[] }>;
+}
+
+/**
+ * The chart's rules for a release, as a plain Prometheus rule file (scripts/render-rules.mjs runs
+ * `helm template`): values files and --set pairs on top of the chart's defaults.
+ */
+export function renderRules(options: { release: string; namespace: string; values?: string[]; set?: string[] }): string {
+  const args = [RENDER_RULES, '--stdout', '--release', options.release, '--namespace', options.namespace];
+  for (const file of options.values ?? []) args.push('--values', file);
+  for (const pair of options.set ?? []) args.push('--set', pair);
+  const result = run(process.execPath, args);
+  if (result.status !== 0) throw new Error(`render-rules failed: ${result.stderr}`);
+  return result.stdout;
+}
+
+export const parseRules = (text: string): RuleFile => parse(text) as RuleFile;
+export const alertsOf = (rules: RuleFile): Rule[] => rules.groups.flatMap((group) => group.rules.filter((rule) => rule.alert !== undefined));
+export const readRules = (path: string): RuleFile => parseRules(readFileSync(path, 'utf8'));
 
 /** The path of a command on PATH; throws (never skips) with the way to get it when it is missing. */
 export function requireTool(name: string, install: string): string {

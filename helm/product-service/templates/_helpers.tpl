@@ -87,3 +87,25 @@ app.kubernetes.io/part-of: product-service
 {{- define "product-service.podSecurityContext" -}}
 {{- toYaml .Values.podSecurityContext }}
 {{- end }}
+
+{{/*
+The Prometheus job of the release's metrics: the job the chart's ServiceMonitor produces, the
+Service name (the release's full name). The alert rules select it with the release namespace;
+whatever scrapes the metrics must keep the job equal to this.
+*/}}
+{{- define "product-service.prometheusJob" -}}
+{{- include "product-service.fullname" . }}
+{{- end }}
+
+{{/*
+Grafana uid of the release's dashboard: monitoring.grafanaDashboard.uid, or one derived from the
+release's namespace and full name (Grafana allows 40 characters), so that two releases never
+overwrite each other's dashboard.
+*/}}
+{{- define "product-service.dashboardUid" -}}
+{{- $uid := .Values.monitoring.grafanaDashboard.uid }}
+{{- if not $uid }}
+{{- $uid = printf "product-service-%s" (printf "%s/%s" .Release.Namespace (include "product-service.fullname" .) | sha256sum | trunc 16) }}
+{{- end }}
+{{- $uid }}
+{{- end }}

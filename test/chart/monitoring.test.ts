@@ -1,0 +1,241 @@
+// The chart's PrometheusRule and Grafana dashboard ConfigMap as `helm template` renders them: the
+// rules select the job the chart's own ServiceMonitor produces, the values fit them to a cluster
+// (links, labels, disabled alerts, intervals), the schema refuses what would render broken rules,
+// two releases' dashboards never collide, and the chart renders from a copy of its own directory.
+// What the rules do is unit-tested with promtool in test/deploy/rules.test.ts.
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../support/paths';
+import { chartDir, findOne, helm, must, ofKind, template } from './helm';
+import { validateObject } from './validate';
+
+const MONITORING = [
+  '--set',
+  'monitoring.serviceMonitor.enabled=true',
+  '--set',
+  'monitoring.prometheusRule.enabled=true',
+  '--set',
+  'monitoring.grafanaDashboard.enabled=true',
+];
+const SOURCE = JSON.parse(readFileSync(join(chartDir, 'files/dashboards/product-service.json'), 'utf8')) as Dashboard;
+
+interface Dashboard {
+  uid: string;
+  title: string;
+  templating: { list: Array<{ name: string; current?: unknown }> };
+  [key: string]: unknown;
+}
+
+type Rule = { alert?: string; record?: string; expr: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+
+function rulesOf(args: string[], release = 'products', namespace = 'shop'): { groups: Array<{ name: string; interval?: string; rules: Rule[] }> } {
+  const objects = template([...MONITORING, ...args], release, namespace);
+  const rule = findOne(objects, 'PrometheusRule');
+  validateObject(rule as never);
+  return rule.spec as never;
+}
+const alerts = (rules: ReturnType<typeof rulesOf>): Rule[] => rules.groups.flatMap((group) => group.rules.filter((rule) => rule.alert !== undefined));
+
+function dashboardConfigMap(args: string[], release = 'products', namespace = 'shop') {
+  const configMaps = ofKind(template([...MONITORING, ...args], release, namespace), 'ConfigMap');
+  const [configMap] = configMaps;
+  if (configMaps.length !== 1 || configMap === undefined) throw new Error(`expected one ConfigMap, rendered ${configMaps.length}`);
+  validateObject(configMap as never);
+  const entries = Object.entries(must(configMap.data, 'ConfigMap data'));
+  const [key = '', json = ''] = entries[0] ?? [];
+  expect(entries).toHaveLength(1);
+  return { configMap, key, dashboard: JSON.parse(json) as Dashboard };
+}
+
+describe('PrometheusRule', () => {
+  it("selects the job the chart's ServiceMonitor produces (the Service's name) and the release namespace", () => {
+    for (const [args, job] of [
+      [[], 'products-product-service'],
+      [['--set', 'fullnameOverride=catalogue'], 'catalogue'],
+    ] as const) {
+      const objects = template([...MONITORING, ...args]);
+      // No jobLabel: Prometheus names the job after the Service the ServiceMonitor selects.
+      const monitor = findOne(objects, 'ServiceMonitor');
+      expect(monitor.spec.jobLabel).toBeUndefined();
+      expect(findOne(objects, 'Service').metadata?.name).toBe(job);
+      const exprs = (findOne(objects, 'PrometheusRule').spec.groups ?? []).flatMap((group) => (group.rules ?? []).map((rule) => String(rule.expr)));
+      const selectors = exprs.flatMap((expr) => [...expr.matchAll(/\{([^{}]*\bjob=[^{}]*)\}/g)].map((match) => match[1] ?? ''));
+      expect(selectors.length).toBeGreaterThan(40);
+      for (const selector of selectors) expect(selector).toMatch(new RegExp(`(^|, )job="${job}", namespace="shop"`));
+    }
+  });
+
+  it('links every alert to its runbook section and to the dashboard under the uid the dashboard gets', () => {
+    const rules = rulesOf([
+      '--set',
+      'monitoring.prometheusRule.runbookUrl=https://runbooks.example.com/product-service',
+      '--set',
+      'monitoring.prometheusRule.grafanaUrl=https://grafana.example.com',
+    ]);
+    const { dashboard } = dashboardConfigMap([]);
+    for (const rule of alerts(rules)) {
+      expect(rule.annotations?.runbook_url).toBe(`https://runbooks.example.com/product-service#${String(rule.alert).toLowerCase()}`);
+      expect(rule.annotations?.dashboard_url).toBe(`https://grafana.example.com/d/${dashboard.uid}?var-job=products-product-service&var-namespace=shop`);
+    }
+  });
+
+  it('adds the extra labels and annotations to every alert, the interval to every group, and leaves out disabled alerts', () => {
+    const rules = rulesOf([
+      '--set',
+      'monitoring.prometheusRule.additionalRuleLabels.team=shop',
+      '--set',
+      'monitoring.prometheusRule.additionalRuleAnnotations.owner=shop-oncall',
+      '--set',
+      'monitoring.prometheusRule.interval=15s',
+      '--set',
+      'monitoring.prometheusRule.disabled.ProductServiceLogLinesDropped=true',
+      '--set',
+      'monitoring.prometheusRule.alerts.ProductServiceTargetDown.severity=info',
+    ]);
+    expect(rules.groups.map((group) => group.interval)).toEqual(rules.groups.map(() => '15s'));
+    const names = alerts(rules).map((rule) => rule.alert);
+    expect(names).toHaveLength(12);
+    expect(names).not.toContain('ProductServiceLogLinesDropped');
+    for (const rule of alerts(rules)) {
+      expect(rule.labels?.team, rule.alert).toBe('shop');
+      expect(rule.annotations?.owner, rule.alert).toBe('shop-oncall');
+    }
+    expect(alerts(rules).find((rule) => rule.alert === 'ProductServiceTargetDown')?.labels?.severity).toBe('info');
+    // Recording rules carry no alert labels.
+    for (const rule of rules.groups.flatMap((group) => group.rules).filter((r) => r.record !== undefined)) expect(rule.labels?.team).toBeUndefined();
+  });
+
+  it('drops a group whose alerts are all disabled', () => {
+    const disabled = ['ProductServiceTelemetryExportFailing', 'ProductServiceSpansDropped', 'ProductServiceLogLinesDropped'];
+    const rules = rulesOf(disabled.flatMap((alert) => ['--set', `monitoring.prometheusRule.disabled.${alert}=true`]));
+    expect(rules.groups.map((group) => group.name)).not.toContain('product-service.telemetry');
+  });
+
+  it.each([
+    ['an alert name that does not exist', 'monitoring.prometheusRule.disabled.ProductServiceDwn=true', /ProductServiceDwn/],
+    ['a duration Prometheus does not read', 'monitoring.prometheusRule.alerts.ProductServiceDown.for=2 minutes', /for/],
+    ['a latency threshold that is no bucket bound', 'monitoring.prometheusRule.slo.latency.threshold=0.3', /threshold/],
+    ['an objective of 100%', 'monitoring.prometheusRule.slo.availability.objective=100', /objective/],
+    ['a ratio threshold above 1', 'monitoring.prometheusRule.alerts.ProductServiceSpansDropped.threshold=5', /threshold/],
+    ['a misspelled alert setting', 'monitoring.prometheusRule.alerts.ProductServiceDown.fro=1m', /fro/],
+    ['a runbook URL without a scheme', 'monitoring.prometheusRule.runbookUrl=github.com/x', /runbookUrl/],
+  ])('the schema refuses %s', (_name, set, message) => {
+    const run = helm(['template', 'products', chartDir, '--set', 'monitoring.prometheusRule.enabled=true', '--set', set]);
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toMatch(message);
+  });
+});
+
+describe('Grafana dashboard ConfigMap', () => {
+  it("holds the source dashboard as this release's: own uid and title, its job and namespace preselected", () => {
+    const { configMap, key, dashboard } = dashboardConfigMap([]);
+    expect(configMap.metadata?.name).toBe('shop-products-product-service-dashboard');
+    expect(configMap.metadata?.labels).toMatchObject({ grafana_dashboard: '1' });
+    expect(key).toBe('shop-products-product-service.json');
+    expect(dashboard.uid).toMatch(/^product-service-[0-9a-f]{16}$/);
+    expect(dashboard.uid.length).toBeLessThanOrEqual(40); // Grafana's limit
+    expect(dashboard.title).toBe('product-service (shop/products-product-service)');
+    const current = Object.fromEntries(dashboard.templating.list.map((variable) => [variable.name, variable.current]));
+    expect(current.job).toEqual({ text: 'products-product-service', value: 'products-product-service' });
+    expect(current.namespace).toEqual({ text: 'shop', value: 'shop' });
+    // Everything else is the source file's.
+    const strip = (d: Dashboard) => ({
+      ...d,
+      uid: undefined,
+      title: undefined,
+      templating: { list: d.templating.list.map((v) => ({ ...v, current: undefined })) },
+    });
+    expect(strip(dashboard)).toEqual(strip(SOURCE));
+  });
+
+  it("two releases of the same name, from two namespaces into Grafana's one namespace, do not collide", () => {
+    const shared = ['--set', 'monitoring.grafanaDashboard.namespace=monitoring'];
+    const shop = dashboardConfigMap(shared, 'products', 'shop');
+    const staging = dashboardConfigMap(shared, 'products', 'staging');
+    expect(shop.configMap.metadata?.namespace).toBe('monitoring');
+    expect(staging.configMap.metadata?.namespace).toBe('monitoring');
+    // Helm's ownership check (the ConfigMap's name), the sidecar's folder (the key), Grafana (uid and title).
+    expect(shop.configMap.metadata?.name).not.toBe(staging.configMap.metadata?.name);
+    expect(shop.key).not.toBe(staging.key);
+    expect(shop.dashboard.uid).not.toBe(staging.dashboard.uid);
+    expect(shop.dashboard.title).not.toBe(staging.dashboard.title);
+  });
+
+  it('takes the uid set in the values, and the alerts link to it', () => {
+    const { dashboard } = dashboardConfigMap(['--set', 'monitoring.grafanaDashboard.uid=shop-products']);
+    expect(dashboard.uid).toBe('shop-products');
+    for (const rule of alerts(rulesOf(['--set', 'monitoring.grafanaDashboard.uid=shop-products']))) {
+      expect(rule.annotations?.dashboard_url).toBe('/d/shop-products?var-job=products-product-service&var-namespace=shop');
+    }
+  });
+});
+
+describe('a copy of the chart directory', () => {
+  const copy = mkdtempSync(join(tmpdir(), 'chart-copy-'));
+  afterAll(() => rmSync(copy, { recursive: true, force: true }));
+
+  it('renders the same manifests as the chart in the repository: it refers to nothing outside itself', () => {
+    // Copied as a GitOps repository or a vendoring tool would: symlinks kept as links, so one
+    // pointing outside the chart would break the copy.
+    cpSync(chartDir, join(copy, 'product-service'), { recursive: true, verbatimSymlinks: true });
+    const fromCopy = helm(['template', 'products', join(copy, 'product-service'), '--namespace', 'shop', ...MONITORING]);
+    const fromRepository = helm(['template', 'products', chartDir, '--namespace', 'shop', ...MONITORING]);
+    expect(fromCopy.status, fromCopy.stderr).toBe(0);
+    expect(fromCopy.stdout).toBe(fromRepository.stdout);
+    expect(fromCopy.stdout).toContain('kind: PrometheusRule');
+    expect(fromCopy.stdout).toContain('kind: ConfigMap');
+  });
+});
+
+describe('the runbook (docs/runbook.md)', () => {
+  const runbook = readFileSync(join(ROOT, 'docs/runbook.md'), 'utf8');
+  const objects = template(MONITORING, 'products', 'shop');
+  const deployment = findOne(objects, 'Deployment');
+  // The names the runbook reads off an alert of release "products" in namespace "shop".
+  const names: Record<string, string> = { NS: 'shop', JOB: must(deployment.metadata?.name, 'Deployment name'), RELEASE: 'products' };
+  // Commands with arguments (the prose also names bare verbs: `kubectl logs`).
+  const commands = [...runbook.matchAll(/kubectl [\w-]+ [^`\n]+/g)].map((match) =>
+    match[0].replace(/"?\$(NS|JOB|RELEASE)"?/g, (_whole, name: string) => names[name] ?? '').replace(/"?\$POD"?/g, `${names.JOB ?? ''}-6b7f9c8d4-x2k9p`),
+  );
+
+  it('sets JOB to the name the chart gives the Deployment, the Service, the ServiceMonitor and the PrometheusRule', () => {
+    expect(runbook).toContain(`JOB=${names.JOB ?? ''} `);
+    for (const kind of ['Service', 'ServiceMonitor', 'PrometheusRule'] as const) expect(findOne(objects, kind).metadata?.name, kind).toBe(names.JOB);
+  });
+
+  it('names in its kubectl commands only the namespace, objects, labels and ports the chart renders', () => {
+    expect(commands.length).toBeGreaterThan(20);
+    const ports = (findOne(objects, 'Service').spec?.ports ?? []).map((port) => port.port);
+    const podLabels = must(deployment.spec?.template.metadata?.labels, 'pod labels');
+    for (const command of commands) {
+      if (!command.startsWith('kubectl describe node')) expect(command, command).toMatch(/ -n shop /);
+      for (const [, kind = '', name = ''] of command.matchAll(/\b(deploy|svc|servicemonitor|pod)\/([\w.-]+)/g)) {
+        if (kind === 'pod') expect(name, command).toMatch(new RegExp(`^${names.JOB ?? ''}-[a-z0-9]+-[a-z0-9]+$`));
+        else {
+          const kinds = { deploy: 'Deployment', svc: 'Service', servicemonitor: 'ServiceMonitor' } as const;
+          expect(
+            ofKind(objects, kinds[kind as keyof typeof kinds]).map((o) => o.metadata?.name),
+            command,
+          ).toContain(name);
+        }
+      }
+      for (const [, selector = ''] of command.matchAll(/ -l ([^ ]+)/g)) {
+        for (const pair of selector.split(',')) {
+          const [key = '', value = ''] = pair.split('=');
+          expect(podLabels[key], `${command}: ${pair}`).toBe(value);
+        }
+      }
+      const forwarded = / port-forward svc\/[\w.-]+ \d+:(\d+)/.exec(command);
+      if (forwarded) expect(ports, command).toContain(Number(forwarded[1]));
+    }
+  });
+
+  it("selects in its PromQL the job and namespace the chart's rules select", () => {
+    const selectors = [...runbook.matchAll(/\{job="([^"]*)", namespace="([^"]*)"/g)].map((match) => `${match[1] ?? ''}/${match[2] ?? ''}`);
+    expect(selectors.length).toBeGreaterThan(5);
+    expect(new Set(selectors)).toEqual(new Set([`${names.JOB ?? ''}/shop`]));
+    expect(runbook).not.toMatch(/job=~/);
+  });
+});
