@@ -8,6 +8,7 @@ import { requestCount, sampleValue, samples, scrape } from './support/exposition
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
 import { parseResponse, rawExchange } from './support/raw-http';
+import { REFUSAL_REASONS } from '../src/observability/metrics';
 import { startService, VERSION, type ServiceProcess } from './support/service-process';
 
 const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
@@ -110,17 +111,8 @@ describe('counting, in-process', () => {
     onTestFinished(() => svc.close());
     const refused = async (reason: string): Promise<number | undefined> =>
       sampleValue((await svc.metrics.render(undefined)).body, 'product_service_http_requests_refused_total', { reason });
-    for (const reason of [
-      'bad_request',
-      'connect',
-      'expectation_failed',
-      'headers_too_large',
-      'http_version_not_supported',
-      'request_timeout',
-      'pipelining_limit',
-    ]) {
-      expect(await refused(reason), reason).toBe(0);
-    }
+    expect(REFUSAL_REASONS).toHaveLength(7);
+    for (const reason of REFUSAL_REASONS) expect(await refused(reason), reason).toBe(0);
     expect(parseResponse(await rawExchange(svc.port, 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n')).status).toBe(400);
     expect(parseResponse(await rawExchange(svc.port, 'BROKEN\r\n\r\n')).status).toBe(400);
     expect(parseResponse(await rawExchange(svc.port, 'GET /health HTTP/3.0\r\nHost: a\r\n\r\n')).status).toBe(505);

@@ -23,9 +23,7 @@ export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 
 const INITIAL_REQUEST_SERIES = [201, 500, 499].map((status) => ({ http_request_method: 'POST', http_route: '/product', http_response_status_code: status }));
 
 /** Why the API server turned a request (or a connection) away before the application saw it (api-server.ts). */
-export type RefusalReason =
-  'bad_request' | 'connect' | 'expectation_failed' | 'headers_too_large' | 'http_version_not_supported' | 'request_timeout' | 'pipelining_limit';
-const REFUSAL_REASONS: readonly RefusalReason[] = [
+export const REFUSAL_REASONS = [
   'bad_request',
   'connect',
   'expectation_failed',
@@ -33,7 +31,8 @@ const REFUSAL_REASONS: readonly RefusalReason[] = [
   'http_version_not_supported',
   'request_timeout',
   'pipelining_limit',
-];
+] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
   400: 'bad_request',
   405: 'connect',
