@@ -109,7 +109,7 @@ describe('alert and recording rules rendered from the chart', () => {
     expect(result.stdout).toMatch(/SUCCESS: \d+ rules found/);
   });
 
-  it.concurrent.each(unitTests.map((test) => [test.name, test] as const))('promtool test rules %s', (_name, test) => {
+  it.each(unitTests.map((test) => [test.name, test] as const))('promtool test rules %s', (_name, test) => {
     const result = promtoolTest(test.path, test.values);
     expect(result.status, result.stdout + result.stderr).toBe(0);
     expect(result.stdout).toContain('SUCCESS');
