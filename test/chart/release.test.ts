@@ -80,11 +80,11 @@ describe('scripts/release/plan.mjs', () => {
     expect(outputs(run.stdout)).toEqual({ kind: 'chart', version: '1.2.4', image_version: '1.2.3', prerelease: 'false' });
   });
 
-  it.each([
+  it.each<{ what: string; versions: string[]; tags: Record<string, number | 'side'>; tag: string; message: RegExp }>([
     {
       what: 'a tag off main',
       versions: ['1.2.3'],
-      tags: { 'v1.2.3': 'side' as const },
+      tags: { 'v1.2.3': 'side' },
       tag: 'v1.2.3',
       message: /not on main: releases are made from main only/,
     },
