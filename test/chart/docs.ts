@@ -19,14 +19,22 @@ export function section(file: string, title: string): string {
   return lines.slice(start + 1, end === -1 ? undefined : end).join('\n');
 }
 
-/** The fenced code blocks of `markdown` in language `lang`, in order. */
+/** The fenced code blocks of `markdown` in language `lang`, in order (indented ones, in list items, dedented). */
 export function codeBlocks(markdown: string, lang: string): string[] {
-  return [...markdown.matchAll(new RegExp(`^\`\`\`${lang}\\n([\\s\\S]*?)^\`\`\`$`, 'gm'))].map((m) => m[1] ?? '');
+  return [...markdown.matchAll(new RegExp(`^( *)\`\`\`${lang}\\n([\\s\\S]*?)^\\1\`\`\`$`, 'gm'))].map(([, indent = '', body = '']) =>
+    body
+      .split('\n')
+      .map((line) => (line.startsWith(indent) ? line.slice(indent.length) : line))
+      .join('\n'),
+  );
+}
+
+/** The first `lang` (yaml or json) block of section `title` of `file`, parsed. */
+export function firstBlock(file: string, title: string, lang: 'yaml' | 'json'): unknown {
+  const [block] = codeBlocks(section(file, title), lang);
+  if (block === undefined) throw new Error(`${file}: the section "${title}" has no ${lang} block`);
+  return lang === 'json' ? JSON.parse(block) : parse(block);
 }
 
 /** The first YAML block of the chart README's section `title`, parsed. */
-export function readmeYamlBlock(title: string): unknown {
-  const [block] = codeBlocks(section(CHART_README, title), 'yaml');
-  if (block === undefined) throw new Error(`the chart README's section "${title}" has no yaml block`);
-  return parse(block);
-}
+export const readmeYamlBlock = (title: string): unknown => firstBlock(CHART_README, title, 'yaml');
