@@ -85,12 +85,18 @@ function problems(command: string, declaredContainers: Set<string>): string[] {
 }
 
 /** The Kubernetes objects a Markdown file shows: YAML blocks with a kind, and the YAML a shell block feeds kubectl through a here-document. */
-function manifests(
-  file: string,
-): Array<{ kind?: string; metadata?: { name?: string; namespace?: string }; spec?: { selector?: { matchLabels?: Record<string, string> } } }> {
+interface Manifest {
+  kind?: unknown;
+  metadata?: { name?: string; namespace?: string };
+  spec?: { selector?: { matchLabels?: Record<string, string> } };
+}
+
+function manifests(file: string): Manifest[] {
   const markdown = readFileSync(file, 'utf8');
   const heredocs = codeBlocks(markdown, 'sh').flatMap((block) => [...block.matchAll(/<<'(\w+)'\n([\s\S]*?)^\1$/gm)].map((m) => m[2] ?? ''));
-  return [...codeBlocks(markdown, 'yaml'), ...heredocs].map((text) => parse(text) as Record<string, unknown>).filter((doc) => typeof doc?.kind === 'string');
+  return [...codeBlocks(markdown, 'yaml'), ...heredocs]
+    .map((text) => parse(text) as Manifest | null)
+    .filter((doc): doc is Manifest => typeof doc?.kind === 'string');
 }
 
 describe.each(DOCS)('the commands of %s', (file) => {
@@ -109,7 +115,7 @@ describe.each(DOCS)('the commands of %s', (file) => {
 
   it('show manifests in the namespace, naming the Deployment and selecting the pods the chart renders', () => {
     for (const manifest of manifests(file)) {
-      const what = `${manifest.kind} ${manifest.metadata?.name}`;
+      const what = `${String(manifest.kind)} ${manifest.metadata?.name ?? ''}`;
       if (manifest.metadata?.namespace !== undefined) expect(manifest.metadata.namespace, what).toBe(NAMESPACE);
       if (manifest.kind === 'Deployment') expect(manifest.metadata?.name, what).toBe(deployment.metadata?.name);
       const selector = manifest.spec?.selector?.matchLabels;

@@ -40,39 +40,13 @@ function openssl(args: string[]): void {
   if (run.status !== 0) throw new Error(`openssl ${args.join(' ')} failed: ${run.stderr}`);
 }
 
+/** `openssl req` flags for a new P-256 key, unencrypted. */
+const NEW_EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
 /** A test CA, and a certificate it signs for the name containers reach the receiver by. */
 function makeCertificates(): { key: Buffer; cert: Buffer; ca: Buffer } {
-  openssl([
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    'ca.key',
-    '-out',
-    'ca.crt',
-    '-days',
-    '1',
-    '-subj',
-    '/CN=product-service test CA',
-  ]);
-  openssl([
-    'req',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    'server.key',
-    '-out',
-    'server.csr',
-    '-subj',
-    `/CN=${HOST_NAME}`,
-  ]);
+  openssl(['req', '-x509', ...NEW_EC_KEY, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=product-service test CA']);
+  openssl(['req', ...NEW_EC_KEY, '-keyout', 'server.key', '-out', 'server.csr', '-subj', `/CN=${HOST_NAME}`]);
   writeFileSync(join(scratch, 'server.ext'), `subjectAltName=DNS:${HOST_NAME}\nextendedKeyUsage=serverAuth\n`);
   openssl([
     'x509',

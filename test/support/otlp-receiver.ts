@@ -191,28 +191,42 @@ interface JsonSpan {
   droppedAttributesCount?: number;
   status?: { code?: number; message?: string };
 }
-interface JsonRequest {
-  resourceSpans?: Array<{ resource?: { attributes?: JsonKeyValue[] }; scopeSpans?: Array<{ scope?: { name?: string }; spans?: JsonSpan[] }> }>;
+/** The levels of an OTLP JSON export request: resource groups > scope groups > items (spans or log records). */
+interface JsonResourceGroup {
+  resource?: { attributes?: JsonKeyValue[] };
+  [scopes: string]: unknown;
+}
+interface JsonScopeGroup {
+  scope?: { name?: string };
+  [items: string]: unknown;
+}
+
+/** Each span or log record of an OTLP JSON request, with its scope's name and its resource; `keys` name the three levels. */
+function jsonItems(body: Buffer, [groups, scopes, items]: [string, string, string]): Array<{ item: unknown; scope: string; resource: Attributes }> {
+  const request = JSON.parse(body.toString('utf8')) as Record<string, JsonResourceGroup[] | undefined>;
+  return (request[groups] ?? []).flatMap((group) => {
+    const resource = jsonAttributes(group.resource?.attributes);
+    return ((group[scopes] ?? []) as JsonScopeGroup[]).flatMap((scoped) =>
+      ((scoped[items] ?? []) as unknown[]).map((item) => ({ item, scope: scoped.scope?.name ?? '', resource })),
+    );
+  });
 }
 
 function spansFromJson(body: Buffer): ReceivedSpan[] {
-  const request = JSON.parse(body.toString('utf8')) as JsonRequest;
-  return (request.resourceSpans ?? []).flatMap((resourceSpans) => {
-    const resource = jsonAttributes(resourceSpans.resource?.attributes);
-    return (resourceSpans.scopeSpans ?? []).flatMap((scope) =>
-      (scope.spans ?? []).map((span) => ({
-        traceId: span.traceId.toLowerCase(),
-        spanId: span.spanId.toLowerCase(),
-        parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
-        name: span.name,
-        scope: scope.scope?.name ?? '',
-        kind: span.kind ?? 0,
-        attributes: jsonAttributes(span.attributes),
-        droppedAttributesCount: span.droppedAttributesCount ?? 0,
-        status: { code: span.status?.code ?? 0, message: span.status?.message ?? '' },
-        resource,
-      })),
-    );
+  return jsonItems(body, ['resourceSpans', 'scopeSpans', 'spans']).map(({ item, scope, resource }) => {
+    const span = item as JsonSpan;
+    return {
+      traceId: span.traceId.toLowerCase(),
+      spanId: span.spanId.toLowerCase(),
+      parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
+      name: span.name,
+      scope,
+      kind: span.kind ?? 0,
+      attributes: jsonAttributes(span.attributes),
+      droppedAttributesCount: span.droppedAttributesCount ?? 0,
+      status: { code: span.status?.code ?? 0, message: span.status?.message ?? '' },
+      resource,
+    };
   });
 }
 
@@ -237,80 +251,72 @@ interface JsonLogRecord {
   body?: Record<string, unknown>;
   attributes?: JsonKeyValue[];
 }
-interface JsonLogsRequest {
-  resourceLogs?: Array<{ resource?: { attributes?: JsonKeyValue[] }; scopeLogs?: Array<{ scope?: { name?: string }; logRecords?: JsonLogRecord[] }> }>;
-}
-
 function logsFromJson(body: Buffer): ReceivedLogRecord[] {
-  const request = JSON.parse(body.toString('utf8')) as JsonLogsRequest;
-  return (request.resourceLogs ?? []).flatMap((resourceLogs) => {
-    const resource = jsonAttributes(resourceLogs.resource?.attributes);
-    return (resourceLogs.scopeLogs ?? []).flatMap((scope) =>
-      (scope.logRecords ?? []).map((record) => ({
-        traceId: (record.traceId ?? '').toLowerCase(),
-        spanId: (record.spanId ?? '').toLowerCase(),
-        severityNumber: record.severityNumber ?? 0,
-        severityText: record.severityText ?? '',
-        body: typeof record.body?.stringValue === 'string' ? record.body.stringValue : null,
-        scope: scope.scope?.name ?? '',
-        attributes: jsonAttributes(record.attributes),
-        resource,
-      })),
-    );
+  return jsonItems(body, ['resourceLogs', 'scopeLogs', 'logRecords']).map(({ item, scope, resource }) => {
+    const record = item as JsonLogRecord;
+    return {
+      traceId: (record.traceId ?? '').toLowerCase(),
+      spanId: (record.spanId ?? '').toLowerCase(),
+      severityNumber: record.severityNumber ?? 0,
+      severityText: record.severityText ?? '',
+      body: typeof record.body?.stringValue === 'string' ? record.body.stringValue : null,
+      scope,
+      attributes: jsonAttributes(record.attributes),
+      resource,
+    };
   });
 }
 
 // ---- OTLP protobuf (opentelemetry/proto/collector/{trace,logs}/v1/*_service.proto) ----
 // Fields are read by bench/otlp-protobuf.mjs, the reader the benchmark's OTLP sink uses too.
 
-function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
-  // ExportTraceServiceRequest.resource_spans(1) > ResourceSpans{resource(1), scope_spans(2)}
-  //   > ScopeSpans{scope(1): InstrumentationScope{name(1)}, spans(2)}
-  return messages(body, 1).flatMap((resourceSpans) => {
-    const resource = protobufAttributes(bytesOf(resourceSpans, 1), 1);
-    return messages(resourceSpans, 2).flatMap((scopeSpans) => {
-      const scope = bytesOf(bytesOf(scopeSpans, 1), 1).toString('utf8');
-      return messages(scopeSpans, 2).map((span) => {
-        const status = bytesOf(span, 15); // Status{message(2), code(3)}
-        return {
-          traceId: bytesOf(span, 1).toString('hex'),
-          spanId: bytesOf(span, 2).toString('hex'),
-          parentSpanId: bytesOf(span, 4).toString('hex'),
-          name: bytesOf(span, 5).toString('utf8'),
-          scope,
-          kind: Number(varintOf(span, 6)),
-          attributes: protobufAttributes(span, 9),
-          droppedAttributesCount: Number(varintOf(span, 10)),
-          status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
-          resource,
-        };
-      });
+/**
+ * Each span or log record of an OTLP protobuf request, with its scope's name and its resource. Both
+ * nest the same way: ExportTraceServiceRequest.resource_spans(1) and ExportLogsServiceRequest.resource_logs(1)
+ *   > {resource(1), scope_spans / scope_logs(2)} > {scope(1): InstrumentationScope{name(1)}, spans / log_records(2)}
+ */
+function protobufItems(body: Buffer): Array<{ item: Buffer; scope: string; resource: Attributes }> {
+  return messages(body, 1).flatMap((group) => {
+    const resource = protobufAttributes(bytesOf(group, 1), 1);
+    return messages(group, 2).flatMap((scoped) => {
+      const scope = bytesOf(bytesOf(scoped, 1), 1).toString('utf8');
+      return messages(scoped, 2).map((item) => ({ item, scope, resource }));
     });
   });
 }
 
+function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
+  return protobufItems(body).map(({ item: span, scope, resource }) => {
+    const status = bytesOf(span, 15); // Status{message(2), code(3)}
+    return {
+      traceId: bytesOf(span, 1).toString('hex'),
+      spanId: bytesOf(span, 2).toString('hex'),
+      parentSpanId: bytesOf(span, 4).toString('hex'),
+      name: bytesOf(span, 5).toString('utf8'),
+      scope,
+      kind: Number(varintOf(span, 6)),
+      attributes: protobufAttributes(span, 9),
+      droppedAttributesCount: Number(varintOf(span, 10)),
+      status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
+      resource,
+    };
+  });
+}
+
 function logsFromProtobuf(body: Buffer): ReceivedLogRecord[] {
-  // ExportLogsServiceRequest.resource_logs(1) > ResourceLogs{resource(1), scope_logs(2)}
-  //   > ScopeLogs{scope(1): InstrumentationScope{name(1)}, log_records(2)}
-  return messages(body, 1).flatMap((resourceLogs) => {
-    const resource = protobufAttributes(bytesOf(resourceLogs, 1), 1);
-    return messages(resourceLogs, 2).flatMap((scopeLogs) => {
-      const scope = bytesOf(bytesOf(scopeLogs, 1), 1).toString('utf8');
-      return messages(scopeLogs, 2).map((record) => {
-        // LogRecord{severity_number(2), severity_text(3), body(5): AnyValue, attributes(6), trace_id(9), span_id(10)}
-        const [bodyValue] = fields(bytesOf(record, 5));
-        return {
-          traceId: bytesOf(record, 9).toString('hex'),
-          spanId: bytesOf(record, 10).toString('hex'),
-          severityNumber: Number(varintOf(record, 2)),
-          severityText: bytesOf(record, 3).toString('utf8'),
-          body: bodyValue?.number === 1 && 'bytes' in bodyValue ? bodyValue.bytes.toString('utf8') : null,
-          scope,
-          attributes: protobufAttributes(record, 6),
-          resource,
-        };
-      });
-    });
+  // LogRecord{severity_number(2), severity_text(3), body(5): AnyValue, attributes(6), trace_id(9), span_id(10)}
+  return protobufItems(body).map(({ item: record, scope, resource }) => {
+    const [bodyValue] = fields(bytesOf(record, 5));
+    return {
+      traceId: bytesOf(record, 9).toString('hex'),
+      spanId: bytesOf(record, 10).toString('hex'),
+      severityNumber: Number(varintOf(record, 2)),
+      severityText: bytesOf(record, 3).toString('utf8'),
+      body: bodyValue?.number === 1 && 'bytes' in bodyValue ? bodyValue.bytes.toString('utf8') : null,
+      scope,
+      attributes: protobufAttributes(record, 6),
+      resource,
+    };
   });
 }
 
