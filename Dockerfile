@@ -75,8 +75,10 @@ COPY --from=compile-cache --chown=0:0 /tmp/compile-cache ./compile-cache
 ENV NODE_ENV=production
 # V8 sizes its young generation from the host's memory, and under load that is most of the
 # resident memory: 16 MiB semi-spaces keep it within the chart's limit for no measurable CPU
-# (bench/README.md). The chart's NODE_OPTIONS repeats it beside the heap limit.
-ENV NODE_OPTIONS=--max-semi-space-size=16
+# (bench/README.md). SIGUSR1 would open the inspector on localhost, within reach of any process
+# sharing the container's namespaces (a sidecar, `kubectl debug --target`): it is ignored. The
+# chart's NODE_OPTIONS repeats both beside the heap limit.
+ENV NODE_OPTIONS="--max-semi-space-size=16 --disable-sigusr1"
 # Read-only, like everything under /app: misses are compiled as usual and not written back.
 ENV NODE_COMPILE_CACHE=/app/compile-cache
 # Numeric, so that Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.

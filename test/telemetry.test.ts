@@ -263,6 +263,75 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
   });
 });
 
+describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
+  /** Log records leave every 200 ms instead of every second. */
+  const FAST_LOG_EXPORT = { OTEL_BLRP_SCHEDULE_DELAY: '200' } as const;
+  /** OpenTelemetry's SeverityNumber INFO, what the pino instrumentation maps level 30 to. */
+  const SEVERITY_INFO = 9;
+
+  it.each<{ protocol: string; env: Record<string, string>; contentType: string }>([
+    { protocol: 'http/protobuf', env: {}, contentType: 'application/x-protobuf' },
+    { protocol: 'http/json', env: { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, contentType: 'application/json' },
+  ])(
+    "otlp over $protocol: the request's log line is also a log record with the server span's trace_id and span_id, and still a JSON line on stdout",
+    async ({ env, contentType }) => {
+      const collector = await receiver();
+      const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_LOGS_EXPORTER: 'otlp', ...FAST_EXPORT, ...FAST_LOG_EXPORT, ...env });
+      const trace = newTraceContext();
+      expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+      const span = await spanOf(collector, trace.traceId);
+
+      const records = await collector.waitForLogs((record) => record.traceId === trace.traceId);
+      const ofTrace = records.filter((record) => record.traceId === trace.traceId);
+      expect(ofTrace).toHaveLength(1);
+      expect(ofTrace[0]).toMatchObject({
+        body: 'request completed',
+        spanId: span.spanId,
+        severityNumber: SEVERITY_INFO,
+        scope: '@opentelemetry/instrumentation-pino',
+        attributes: expect.objectContaining({ method: 'POST', route: '/product', status: 201 }) as unknown,
+        resource: expect.objectContaining({ 'service.name': 'product-service', 'service.version': VERSION }) as unknown,
+      });
+      for (const request of collector.logRequests) expect(request.contentType).toBe(contentType);
+      // The line on stdout is unchanged: the record is sent in addition to it.
+      expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ route: '/product', status: 201, span_id: span.spanId });
+      // Lines written outside a request are sent too, without a trace context.
+      expect(collector.logs.some((record) => record.body === 'product-service listening' && record.traceId === '')).toBe(true);
+    },
+  );
+
+  it('console: each log record is printed by the SDK on stdout with the trace id of its request', async () => {
+    const svc = await service({ OTEL_LOGS_EXPORTER: 'console' });
+    const trace = newTraceContext();
+    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    const text = await vi.waitFor(
+      () => {
+        const output = svc.stdout();
+        expect(output).toMatch(
+          new RegExp(`traceId: '${trace.traceId}'[\\s\\S]*body: 'request completed'|body: 'request completed'[\\s\\S]*traceId: '${trace.traceId}'`),
+        );
+        return output;
+      },
+      { timeout: 10_000, interval: 100 },
+    );
+    expect(text).toContain("severityText: 'info'");
+    expect(svc.stderr()).toBe('');
+  });
+
+  it('by default (unset) sends no log record, even with an endpoint: after a flushed shutdown the receiver got spans and no /v1/logs request', async () => {
+    const collector = await receiver();
+    const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT, ...FAST_LOG_EXPORT });
+    const trace = newTraceContext();
+    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    await requestLogLine(svc, trace.traceId);
+    // SIGTERM flushes every provider NodeSDK started: a log record waiting in a batch would be sent now.
+    expect(await svc.stop('SIGTERM')).toBe(0);
+    expect(spansOfTrace(collector.spans, trace.traceId)).toHaveLength(1);
+    expect(collector.logRequests).toEqual([]);
+    expect(collector.logs).toEqual([]);
+  });
+});
+
 describe('span status and name of 4xx answers', () => {
   const shared = sharedExportingService();
 

@@ -8,8 +8,10 @@
  *   spans for outgoing calls), koa (patched, but with its middleware and router layers ignored
  *   it makes no spans; the route of the server span comes from http/middleware.ts) and pino
  *   (trace_id, span_id and trace_flags in every log line written inside a request).
- * - What is exported: traces only, when an OTLP endpoint or OTEL_TRACES_EXPORTER is set.
- *   Metrics are served by prom-client on the metrics port and logs go to stdout.
+ * - What is exported: traces, when an OTLP endpoint or OTEL_TRACES_EXPORTER is set. Metrics are
+ *   served by prom-client on the metrics port. Logs go to stdout, and when OTEL_LOGS_EXPORTER names
+ *   an exporter (otlp, console) each line is also sent through it by the pino instrumentation,
+ *   with the trace context of the request it was written in.
  * - How it stops: Telemetry.shutdown() flushes queued spans; the graceful shutdown calls it.
  *
  * Every default below is written into the environment only when the variable is unset, so a
@@ -53,7 +55,8 @@ export const UNTRACED_PATHS: ReadonlySet<string> = new Set(['/health', '/metrics
 /**
  * This service's defaults for standard variables, each applied only when the variable is unset:
  * - only the instrumentations it uses are constructed (every one of the ~40 would be by default);
- * - metrics and logs are not exported over OTLP (prom-client and stdout carry them);
+ * - metrics and logs are not exported over OTLP (prom-client and stdout carry them; a user who
+ *   sets OTEL_LOGS_EXPORTER gets the log lines sent as well);
  * - resource detectors that read local facts only: no cloud metadata calls at start-up;
  * - the SDK's self-metrics on, for the dropped and failed span counts on /metrics;
  * - the SDK's warnings on stderr, so that a variable it cannot use as written is reported;
@@ -82,6 +85,12 @@ export function applyServiceDefaults(env: WritableEnv): void {
  */
 function exportsTraces(env: WritableEnv): boolean {
   return ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_EXPORTER'].some((name) => readVariable(env, name) !== undefined);
+}
+
+/** Whether OTEL_LOGS_EXPORTER names an exporter: NodeSDK then builds a LoggerProvider (none wins, as in NodeSDK). */
+function exportsLogs(env: WritableEnv): boolean {
+  const exporters = (readVariable(env, 'OTEL_LOGS_EXPORTER') ?? '').split(',').map((name) => name.trim());
+  return exporters.some((name) => name !== '') && !exporters.includes('none');
 }
 
 /**
@@ -162,8 +171,9 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
     // route on it (http/middleware.ts) and the http instrumentation names the span from it.
     // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- KoaLayerType's values; its package is not a direct dependency
     '@opentelemetry/instrumentation-koa': { ignoreLayersType: ['middleware', 'router'] as KoaLayerTypes },
-    // The log lines are on stdout already; sending them again over OTLP would double them.
-    '@opentelemetry/instrumentation-pino': { disableLogSending: true },
+    // Each log line goes to stdout; it is sent through the SDK as well only when a logs exporter is
+    // named, since without one the extra pino destination would cost every line for nothing.
+    '@opentelemetry/instrumentation-pino': { disableLogSending: !exportsLogs(env) },
   });
 
   // NodeSDK's constructor installs a console logger (partly on stdout) when it sees OTEL_LOG_LEVEL:

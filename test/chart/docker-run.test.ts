@@ -11,30 +11,13 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from '../container/docker-host';
+import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines } from '../container/docker-host';
 import { sampleValue } from '../support/exposition';
 import { startOtlpReceiver } from '../support/otlp-receiver';
+import { docker, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, type RunningPod } from './docker-pod';
 import { findOne, mainContainer, must, ofKind, podSpecOf, template } from './helm';
-import { bytes, commandArgs, probeOnce, probeUntil, translatePod, type Translation } from './pod-to-docker';
+import { bytes, commandArgs, probeOnce, translatePod } from './pod-to-docker';
 
-const IMAGE_REPOSITORY = 'product-service';
-const IMAGE_TAG = 'test';
-const IMAGE = `${IMAGE_REPOSITORY}:${IMAGE_TAG}`;
-const RELEASE = 'products';
-const NAMESPACE = 'shop';
-
-function docker(args: string[], allowFailure = false): { status: number | null; stdout: string; stderr: string } {
-  const run = spawnSync(DOCKER, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  if (run.error) throw run.error;
-  if (!allowFailure && run.status !== 0) throw new Error(`docker ${args.join(' ')} failed (${run.status}): ${run.stderr}`);
-  return run;
-}
-
-const suffix = randomBytes(4).toString('hex');
-const network = `chart-test-${suffix}`;
-const created: string[] = []; // containers this test started, removed in afterAll
-
-const IMAGE_VALUES = ['--set', `image.repository=${IMAGE_REPOSITORY}`, '--set', `image.tag=${IMAGE_TAG}`, '--set', 'image.pullPolicy=Never'];
 const objects = template(IMAGE_VALUES, RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
 const service = findOne(objects, 'Service');
@@ -56,88 +39,41 @@ const containerPort = (name: string) =>
 const uid = must(podSpec.securityContext?.runAsUser, 'runAsUser');
 const gid = must(podSpec.securityContext?.runAsGroup, 'runAsGroup');
 
-let server: Translation;
-let serverName = '';
-let baseUrl = '';
-let metricsUrl = '';
-let secondsToStart = 0;
-
-function hostPort(name: string, containerPort: number): string {
-  const [first = ''] = docker(['port', name, `${containerPort}/tcp`])
-    .stdout.trim()
-    .split('\n');
-  return first.replace('0.0.0.0', '127.0.0.1');
-}
-
-function logsOf(name: string): string {
-  const run = docker(['logs', name], true);
-  return `${run.stdout}${run.stderr}`.slice(-4000);
-}
+const pods = new Pods();
+let server: RunningPod;
 
 beforeAll(async () => {
-  requireDockerEngine();
-  // Fail, never skip, when the image is missing too.
-  if (docker(['image', 'inspect', IMAGE], true).status !== 0) {
-    throw new Error(`Image ${IMAGE} is missing. Build it with the container tests first: npm run test:container`);
-  }
-  docker(['network', 'create', network]);
-
-  server = translatePod(podSpec, container.name, { podName, namespace: NAMESPACE, nodeName: 'node-a' });
-  serverName = `chart-test-server-${suffix}`;
-  created.push(serverName);
-  // The Service name resolves to the pod on this network, as cluster DNS resolves the Service.
-  docker([
-    'run',
-    '--detach',
-    '--name',
-    serverName,
-    '--network',
-    network,
-    '--network-alias',
-    serviceName,
-    ...server.args,
-    IMAGE,
-    ...commandArgs(podSpec, container.name),
-  ]);
-  baseUrl = `http://${hostPort(serverName, containerPort('http'))}`;
-  metricsUrl = `http://${hostPort(serverName, containerPort('metrics'))}/metrics`;
-  try {
-    secondsToStart = await probeUntil('startupProbe', startupProbe, baseUrl);
-  } catch (err) {
-    throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(serverName)}`, { cause: err });
-  }
+  pods.setUp();
+  server = await pods.start(deployment, { podName, alias: serviceName });
 }, 180_000);
 
-afterAll(() => {
-  for (const name of created) docker(['rm', '--force', name], true);
-  docker(['network', 'rm', network], true);
-});
+afterAll(() => pods.cleanUp());
 
 describe('the rendered Deployment, run as a container', () => {
   it('passes its startup probe within the probe budget, then readiness and liveness', async () => {
     const budget = must(startupProbe.periodSeconds, 'period') * must(startupProbe.failureThreshold, 'failureThreshold');
-    console.log(`startup probe passed after ${secondsToStart} s (budget ${budget} s)`);
-    expect(secondsToStart).toBeLessThan(budget);
+    console.log(`startup probe passed after ${server.secondsToStart} s (budget ${budget} s)`);
+    expect(server.secondsToStart).toBeLessThan(budget);
     for (const name of ['readinessProbe', 'livenessProbe'] as const) {
       const probe = must(container[name], name);
       for (let i = 0; i < 3; i++) {
-        const result = await probeOnce(probe, baseUrl);
+        const result = await probeOnce(probe, server.baseUrl);
         expect(result.ok, `${name}: ${result.detail}`).toBe(true);
       }
     }
   });
 
   it('serves POST /product and the metrics port', async () => {
-    const res = await fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const res = await fetch(`${server.baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(res.status).toBe(201);
     expect(Number.isInteger(((await res.json()) as { product_id: number }).product_id)).toBe(true);
-    const metrics = await fetch(metricsUrl);
+    const metrics = await fetch(server.metricsUrl);
     expect(metrics.status).toBe(200);
     expect(sampleValue(await metrics.text(), 'product_ids_issued_total')).toBeDefined();
   });
 
   it('runs Node as PID 1 with the uid/gid, capabilities, no_new_privs and seccomp the pod spec asks for', () => {
-    const pid = docker(['inspect', '--format', '{{.State.Pid}}', serverName]).stdout.trim();
+    const pid = docker(['inspect', '--format', '{{.State.Pid}}', server.name]).stdout.trim();
     // Read by the host kernel, not by anything inside the container.
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const field = (name: string) => new RegExp(`^${name}:\\s+(.*)$`, 'm').exec(status)?.[1]?.split(/\s+/);
@@ -160,7 +96,7 @@ describe('the rendered Deployment, run as a container', () => {
       for (const path of ['/app/probe', '/probe', '/home/nonroot/probe']) {
         try { fs.writeFileSync(path, 'x'); console.log('WROTE ' + path); } catch (e) { console.log(e.code + ' ' + path); }
       }`;
-    const out = docker(['exec', serverName, '/nodejs/bin/node', '-e', script]).stdout;
+    const out = docker(['exec', server.name, '/nodejs/bin/node', '-e', script]).stdout;
     expect(out).not.toContain('WROTE');
     expect(out).toContain('EROFS /app/probe');
   });
@@ -170,7 +106,7 @@ describe('the rendered Deployment, run as a container', () => {
     // docker exec inherits the container's environment (NODE_OPTIONS) and cgroup.
     const out = docker([
       'exec',
-      serverName,
+      server.name,
       '/nodejs/bin/node',
       '-p',
       'JSON.stringify([process.constrainedMemory(), require("v8").getHeapStatistics().heap_size_limit])',
@@ -182,7 +118,7 @@ describe('the rendered Deployment, run as a container', () => {
   });
 
   it('expands the downward API into OTEL_RESOURCE_ATTRIBUTES', () => {
-    const attrs = must(server.env.get('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES');
+    const attrs = must(server.translation.env.get('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES');
     expect(attrs).toContain(`k8s.pod.name=${podName}`);
     expect(attrs).toContain(`k8s.namespace.name=${NAMESPACE}`);
     expect(attrs).toContain('k8s.node.name=node-a');
@@ -199,26 +135,25 @@ describe('the rendered Deployment, run as a container', () => {
       namespace: NAMESPACE,
       nodeName: 'node-a',
     });
-    const name = `chart-test-helmtest-${suffix}`;
-    created.push(name);
-    const run = docker(['run', '--name', name, '--network', network, ...translated.args, IMAGE, ...commandArgs(testSpec, testContainer.name)], true);
+    const name = pods.containerName('helm-test');
+    const run = docker(['run', '--name', name, '--network', pods.network, ...translated.args, IMAGE, ...commandArgs(testSpec, testContainer.name)], true);
     expect(run.status, run.stdout + run.stderr).toBe(0);
     expect(run.stdout).toContain('ok GET /health 200');
     expect(run.stdout).toContain('ok POST /product 201');
   });
 
   it('keeps serving for SHUTDOWN_DELAY after SIGTERM, then exits 0 within the grace period', async () => {
-    const delay = Number(server.env.get('SHUTDOWN_DELAY'));
+    const delay = Number(server.translation.env.get('SHUTDOWN_DELAY'));
     const grace = must(podSpec.terminationGracePeriodSeconds, 'terminationGracePeriodSeconds');
     const started = Date.now();
-    docker(['kill', '--signal', 'TERM', serverName]);
+    docker(['kill', '--signal', 'TERM', server.name]);
     // Endpoints are still being removed: requests arriving now must still be answered.
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    const during = await fetch(`${baseUrl}/health`);
+    const during = await fetch(`${server.baseUrl}/health`);
     expect(during.status).toBe(200);
-    const wait = spawnSync(DOCKER, ['wait', serverName], { encoding: 'utf8', timeout: (grace + 5) * 1000 });
+    const wait = spawnSync(DOCKER, ['wait', server.name], { encoding: 'utf8', timeout: (grace + 5) * 1000 });
     const seconds = (Date.now() - started) / 1000;
-    expect(wait.stdout.trim(), logsOf(serverName)).toBe('0');
+    expect(wait.stdout.trim(), logsOf(server.name)).toBe('0');
     expect(seconds).toBeGreaterThanOrEqual(delay);
     expect(seconds).toBeLessThan(grace);
   }, 60_000);
@@ -228,30 +163,14 @@ describe('the rendered Deployment with otel.endpoint set', () => {
   it('exports the server span of a traced request with the resource the chart sets (service.name, k8s.*), and logs its trace_id', async () => {
     // The collector: in this process, on the Docker host's bridge address.
     const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
-    const name = `chart-test-traced-${suffix}`;
     try {
       const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
       const traced = findOne(template([...IMAGE_VALUES, '--set', `otel.endpoint=${endpoint}`], RELEASE, NAMESPACE), 'Deployment');
-      const spec = podSpecOf(traced);
       const main = mainContainer(traced);
-      const pod = { podName: `${deploymentName}-7c9d8f6b5-t7r2m`, namespace: NAMESPACE, nodeName: 'node-b' };
-      const translated = translatePod(spec, main.name, pod);
-      expect(translated.env.get('OTEL_EXPORTER_OTLP_ENDPOINT')).toBe(endpoint);
-      created.push(name);
+      const pod = { podName: `${deploymentName}-7c9d8f6b5-t7r2m`, nodeName: 'node-b' };
       // HOST_NAME resolves to the Docker host, as cluster DNS would resolve a collector's Service name.
-      docker(['run', '--detach', '--name', name, '--network', network, ...ADD_HOST_ARGS, ...translated.args, IMAGE, ...commandArgs(spec, main.name)]);
-      const url = `http://${hostPort(
-        name,
-        must(
-          main.ports?.find((p) => p.name === 'http'),
-          'http port',
-        ).containerPort,
-      )}`;
-      try {
-        await probeUntil('startupProbe', must(main.startupProbe, 'startupProbe'), url);
-      } catch (err) {
-        throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
-      }
+      const { name, baseUrl: url, translation: translated } = await pods.start(traced, { ...pod, dockerArgs: ADD_HOST_ARGS });
+      expect(translated.env.get('OTEL_EXPORTER_OTLP_ENDPOINT')).toBe(endpoint);
 
       const traceId = randomBytes(16).toString('hex');
       const parentSpanId = randomBytes(8).toString('hex');
@@ -309,7 +228,6 @@ describe('the rendered Deployment with otel.endpoint set', () => {
         .catch(() => undefined);
       expect(line, logsOf(name)).toMatchObject({ status: 201, trace_id: traceId, span_id: span?.spanId });
     } finally {
-      docker(['rm', '--force', name], true);
       await receiver.close();
     }
   });

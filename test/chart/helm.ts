@@ -1,6 +1,7 @@
 // Runs the real helm binary (installed by scripts/ci/install-helm.sh) over the chart.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { IConfigMap, IContainer, IPod, IService, IServiceAccount } from 'kubernetes-models/v1';
@@ -15,6 +16,15 @@ import { ROOT } from '../support/paths';
 
 export const chartDir = join(ROOT, 'helm/product-service');
 export const helmBin = join(ROOT, '.tools/bin/helm');
+
+/**
+ * `--api-versions` for the custom resource APIs the value sets turn on (scripts/ci/chart-api-versions.txt),
+ * as a cluster with their CRDs reports them: without them the chart refuses to render those objects.
+ */
+export const CRD_APIS: string[] = readFileSync(join(ROOT, 'scripts/ci/chart-api-versions.txt'), 'utf8')
+  .split('\n')
+  .filter((line) => line.trim() !== '' && !line.startsWith('#'))
+  .flatMap((api) => ['--api-versions', api.trim()]);
 
 export interface Run {
   status: number | null;
@@ -83,11 +93,48 @@ export function ofKind<K extends keyof Kinds>(objects: K8sObject[], kind: K): Ki
   return objects.filter((o) => o.kind === kind) as unknown as Kinds[K][];
 }
 
-/** `helm template` with the given arguments; throws with helm's message if rendering fails. */
-export function template(args: string[], release = 'products', namespace = 'shop'): K8sObject[] {
-  const run = helm(['template', release, chartDir, '--namespace', namespace, ...args]);
+/**
+ * `helm template` of `chart` (the source directory by default, or a packaged .tgz) with the given
+ * arguments, for a cluster that serves CRD_APIS; throws with helm's message if rendering fails.
+ */
+export function template(args: string[], release = 'products', namespace = 'shop', chart = chartDir): K8sObject[] {
+  const run = helm(['template', release, chart, '--namespace', namespace, ...CRD_APIS, ...args]);
   if (run.status !== 0) throw new Error(`helm template failed (${run.status}): ${run.stderr}`);
-  return parseAllDocuments(run.stdout)
+  return parseManifests(run.stdout);
+}
+
+/**
+ * NOTES.txt as `helm install` prints it, for a cluster that serves CRD_APIS. `helm install
+ * --dry-run=client` cannot be told a cluster's APIs (it has no --api-versions), and `helm template`
+ * does not print NOTES.txt; so a copy of the chart gets a ConfigMap template that includes the
+ * real NOTES.txt, rendered by `helm template` like the rest.
+ */
+export function renderNotes(args: string[], release = 'products', namespace = 'shop'): string {
+  const copy = mkdtempSync(join(tmpdir(), 'chart-notes-'));
+  try {
+    cpSync(chartDir, copy, { recursive: true, dereference: true });
+    const notes = readFileSync(join(chartDir, 'templates/NOTES.txt'), 'utf8');
+    const harness = `{{- define "notes-under-test" -}}\n${notes}\n{{- end -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: notes-under-test
+data:
+  notes: {{ include "notes-under-test" . | toJson }}
+`;
+    writeFileSync(join(copy, 'templates/notes-under-test.yaml'), harness);
+    const run = helm(['template', release, copy, '--namespace', namespace, ...CRD_APIS, '--show-only', 'templates/notes-under-test.yaml', ...args]);
+    if (run.status !== 0) throw new Error(`helm template failed (${run.status}): ${run.stderr}`);
+    const [configMap] = ofKind(parseManifests(run.stdout), 'ConfigMap');
+    return must(configMap?.data?.notes, 'rendered NOTES.txt');
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
+  }
+}
+
+/** The objects of a multi-document manifest, as helm prints them. */
+export function parseManifests(manifests: string): K8sObject[] {
+  return parseAllDocuments(manifests)
     .map((doc) => {
       if (doc.errors.length > 0) throw new Error(`helm rendered invalid YAML: ${doc.errors[0]?.message}`);
       return doc.toJS() as K8sObject | null;
@@ -105,6 +152,22 @@ export function findOne<K extends keyof Kinds>(objects: K8sObject[], kind: K): K
 /** The Deployment's pod spec. */
 export function podSpecOf(deployment: IDeployment) {
   return must(deployment.spec?.template.spec, 'Deployment pod spec');
+}
+
+/** The container's literal environment value `name`. */
+export function envValue(container: IContainer, name: string): string {
+  return must(container.env?.find((e) => e.name === name)?.value, `env ${name}`);
+}
+
+export function envNames(container: IContainer): string[] {
+  return (container.env ?? []).map((e) => e.name);
+}
+
+/** helm's error message for `helm template` with `args`, which must fail (for a cluster that serves CRD_APIS). */
+export function templateFails(args: string[]): string {
+  const run = helm(['template', 'products', chartDir, ...CRD_APIS, ...args]);
+  if (run.status === 0) throw new Error(`helm template ${args.join(' ')} should have failed`);
+  return run.stderr;
 }
 
 /** The server Deployment's only container. */

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths';
-import { chartDir, helm, must, valueSets } from './helm';
+import { chartDir, CRD_APIS, helm, must, renderNotes, valueSets } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -37,15 +37,15 @@ describe('values.schema.json', () => {
       'replicaCount=two',
       'image.pullPolicy=Sometimes',
     ]) {
-      const run = helm(['template', 'products', chartDir, '--set', set]);
+      const run = helm(['template', 'products', chartDir, ...CRD_APIS, '--set', set]);
       expect(run.status, set).not.toBe(0);
     }
   });
 });
 
 describe('NOTES.txt', () => {
-  it('tells how to reach the service and its metrics', () => {
-    const run = helm(['install', 'products', chartDir, '--dry-run=client', '--namespace', 'shop', '--set', 'monitoring.serviceMonitor.enabled=true']);
+  it('tells how to reach the service and its metrics (helm install --dry-run=client)', () => {
+    const run = helm(['install', 'products', chartDir, '--dry-run=client', '--namespace', 'shop']);
     expect(run.status, run.stderr).toBe(0);
     const notes = run.stdout.slice(run.stdout.indexOf('NOTES:'));
     expect(notes).toContain('http://products-product-service.shop.svc:8080');
@@ -53,7 +53,22 @@ describe('NOTES.txt', () => {
     expect(notes).toContain('port-forward service/products-product-service 9464:9464');
     expect(notes).toContain('curl http://127.0.0.1:9464/metrics');
     expect(notes).toContain('helm test products --namespace shop');
+    expect(notes).toContain('set monitoring.serviceMonitor.enabled=true');
+    expect(notes).not.toContain('Diagnostics');
+  });
+
+  it('with a ServiceMonitor, names the query that finds its targets', () => {
+    const notes = renderNotes(['--set', 'monitoring.serviceMonitor.enabled=true']);
     expect(notes).toContain('up{namespace="shop", service="products-product-service"}');
+  });
+
+  it('with diagnostics, says which signal writes what, and where the steps are', () => {
+    const report = renderNotes(['--set', 'diagnostics.enabled=true']);
+    expect(report).toContain('SIGUSR2: a diagnostic report in /diagnostics');
+    expect(report).not.toContain('SIGURG');
+    const both = renderNotes(['--set', 'diagnostics.enabled=true', '--set', 'diagnostics.heapSnapshot.enabled=true']);
+    expect(both).toContain('SIGURG: a heap snapshot in /diagnostics');
+    expect(both).toMatch(/treat it as a secret/);
   });
 });
 
@@ -85,8 +100,8 @@ describe('helm package', () => {
 
   it('renders the same manifests from the package as from the directory', () => {
     const monitoring = ['--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true'];
-    const fromDir = helm(['template', 'products', chartDir, ...monitoring]);
-    const fromPackage = helm(['template', 'products', tgz, ...monitoring]);
+    const fromDir = helm(['template', 'products', chartDir, ...CRD_APIS, ...monitoring]);
+    const fromPackage = helm(['template', 'products', tgz, ...CRD_APIS, ...monitoring]);
     expect(fromPackage.status, fromPackage.stderr).toBe(0);
     expect(fromPackage.stdout).toBe(fromDir.stdout);
     const lint = helm(['lint', '--strict', tgz, ...monitoring]);

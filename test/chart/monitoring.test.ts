@@ -33,7 +33,7 @@ type Rule = { alert?: string; record?: string; expr: string; labels?: Record<str
 function rulesOf(args: string[], release = 'products', namespace = 'shop'): { groups: Array<{ name: string; interval?: string; rules: Rule[] }> } {
   const objects = template([...MONITORING, ...args], release, namespace);
   const rule = findOne(objects, 'PrometheusRule');
-  validateObject(rule as never);
+  validateObject(rule);
   return rule.spec as never;
 }
 const alerts = (rules: ReturnType<typeof rulesOf>): Rule[] => rules.groups.flatMap((group) => group.rules.filter((rule) => rule.alert !== undefined));
@@ -42,7 +42,7 @@ function dashboardConfigMap(args: string[], release = 'products', namespace = 's
   const configMaps = ofKind(template([...MONITORING, ...args], release, namespace), 'ConfigMap');
   const [configMap] = configMaps;
   if (configMaps.length !== 1 || configMap === undefined) throw new Error(`expected one ConfigMap, rendered ${configMaps.length}`);
-  validateObject(configMap as never);
+  validateObject(configMap);
   const entries = Object.entries(must(configMap.data, 'ConfigMap data'));
   const [key = '', json = ''] = entries[0] ?? [];
   expect(entries).toHaveLength(1);

@@ -2,6 +2,8 @@
 // container runtime would do with it, for the settings this chart uses. Anything it cannot
 // translate faithfully throws, so a new pod setting cannot be silently dropped from the test.
 import { randomUUID } from 'node:crypto';
+import { chmodSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { IContainer, IPodSpec, IProbe } from 'kubernetes-models/v1';
 import { must } from './helm';
 
@@ -9,6 +11,14 @@ export interface PodIdentity {
   podName: string;
   namespace: string;
   nodeName: string;
+}
+
+/** Where the pod's volumes live on the Docker host. */
+export interface PodVolumes {
+  /** The directory under which each disk-backed emptyDir gets its own directory, as the kubelet makes one per pod. */
+  emptyDirRoot: string;
+  /** Host directories holding the files of the pod's ConfigMap and Secret volumes, by volume name, as the kubelet projects them. */
+  sources?: Record<string, string>;
 }
 
 export interface Translation {
@@ -64,9 +74,9 @@ export function containerOf(podSpec: IPodSpec, name: string): IContainer {
 
 /**
  * `docker run` flags for container `containerName` of `podSpec`. The caller adds the network,
- * the name and the image.
+ * the name and the image, and says where volumes live on the host when the pod has any.
  */
-export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodIdentity): Translation {
+export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodIdentity, volumes?: PodVolumes): Translation {
   const container = containerOf(podSpec, containerName);
   if (podSpec.initContainers?.length) throw new Error('init containers are not translated');
   if (podSpec.hostNetwork || podSpec.hostPID || podSpec.hostIPC) throw new Error('host namespaces are not translated');
@@ -98,12 +108,32 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
   else if (seccomp !== 'RuntimeDefault') throw new Error(`cannot translate seccompProfile ${String(seccomp)}`);
   if (sc.readOnlyRootFilesystem) args.push('--read-only');
 
-  // Volumes: an emptyDir becomes a tmpfs with the same size limit.
+  // Volumes. A disk-backed emptyDir is a directory the kubelet creates world-writable on the node
+  // (its sizeLimit is enforced by eviction, not by the mount): a host directory, bind-mounted. One
+  // with medium Memory is a tmpfs, counted against the memory limit. A ConfigMap or Secret volume
+  // is a read-only mount of the files the kubelet projects from it: the caller gives them.
   for (const mount of container.volumeMounts ?? []) {
-    const emptyDir = podSpec.volumes?.find((v) => v.name === mount.name)?.emptyDir;
-    if (!emptyDir) throw new Error(`cannot translate volume ${mount.name}`);
-    const size = emptyDir.sizeLimit === undefined ? '' : `,tmpfs-size=${bytes(emptyDir.sizeLimit)}`;
-    args.push('--mount', `type=tmpfs,destination=${mount.mountPath},tmpfs-mode=1777${size}${mount.readOnly ? ',readonly' : ''}`);
+    const volume = must(
+      podSpec.volumes?.find((v) => v.name === mount.name),
+      `volume ${mount.name}`,
+    );
+    if (mount.subPath !== undefined || mount.subPathExpr !== undefined) throw new Error(`cannot translate the subPath of mount ${mount.name}`);
+    const readonly = mount.readOnly ? ',readonly' : '';
+    if (volume.emptyDir?.medium === 'Memory') {
+      const size = volume.emptyDir.sizeLimit === undefined ? '' : `,tmpfs-size=${bytes(volume.emptyDir.sizeLimit)}`;
+      args.push('--mount', `type=tmpfs,destination=${mount.mountPath},tmpfs-mode=1777${size}${readonly}`);
+    } else if (volume.emptyDir) {
+      if (volumes === undefined) throw new Error(`emptyDir ${mount.name}: translatePod needs a PodVolumes.emptyDirRoot`);
+      const dir = join(volumes.emptyDirRoot, mount.name);
+      mkdirSync(dir, { recursive: true });
+      chmodSync(dir, 0o777);
+      args.push('--mount', `type=bind,source=${dir},destination=${mount.mountPath}${readonly}`);
+    } else if (volume.configMap || volume.secret) {
+      const source = must(volumes?.sources?.[mount.name], `the files of ConfigMap/Secret volume ${mount.name}`);
+      args.push('--mount', `type=bind,source=${source},destination=${mount.mountPath},readonly`);
+    } else {
+      throw new Error(`cannot translate volume ${mount.name}`);
+    }
   }
 
   // Resources: the memory limit is the cgroup limit; the CPU request becomes a CPU weight.

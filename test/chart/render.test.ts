@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { IContainer, IPodSpec, IProbe } from 'kubernetes-models/v1';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import { chartDir, findOne, helm, mainContainer, must, ofKind, podSpecOf, template, valueSets, type K8sObject } from './helm';
+import { chartDir, envNames, envValue, findOne, mainContainer, must, ofKind, podSpecOf, template, templateFails, valueSets, type K8sObject } from './helm';
 import { validateObject } from './validate';
 
 const chart = parse(readFileSync(join(chartDir, 'Chart.yaml'), 'utf8')) as { version: string; appVersion: string };
@@ -19,15 +19,6 @@ function podSpecs(objects: K8sObject[]): { name: string; spec: IPodSpec }[] {
     ...ofKind(objects, 'Deployment').map((d) => ({ name: `Deployment ${d.metadata?.name ?? ''}`, spec: podSpecOf(d) })),
     ...ofKind(objects, 'Pod').map((p) => ({ name: `Pod ${p.metadata?.name ?? ''}`, spec: must(p.spec, 'Pod spec') })),
   ];
-}
-
-/** The container's literal environment values, by name. */
-function envValue(container: IContainer, name: string): string {
-  return must(container.env?.find((e) => e.name === name)?.value, `env ${name}`);
-}
-
-function envNames(container: IContainer): string[] {
-  return (container.env ?? []).map((e) => e.name);
 }
 
 function port(container: IContainer, name: string): number {
@@ -45,18 +36,15 @@ function probe(
   return { ...p, periodSeconds: must(p.periodSeconds, `${name}.periodSeconds`), failureThreshold: must(p.failureThreshold, `${name}.failureThreshold`) };
 }
 
+/** The NetworkPolicies of the server pods (not the helm test pod's, a test hook). */
+const serverPolicies = (objects: K8sObject[]) => ofKind(objects, 'NetworkPolicy').filter((np) => np.metadata?.annotations?.['helm.sh/hook'] === undefined);
+
 /** Voluntary evictions a PDB allows when `pods` pods are healthy (what `kubectl drain` needs > 0). */
 function allowedDisruptions(pdb: IPodDisruptionBudget, pods: number): number {
   const asCount = (v: number | string) => (typeof v === 'number' ? v : Math.ceil((pods * Number.parseInt(v, 10)) / 100)); // the API rounds up
   const spec = must(pdb.spec, 'PDB spec');
   if (spec.maxUnavailable !== undefined) return asCount(spec.maxUnavailable);
   return pods - asCount(must(spec.minAvailable, 'PDB minAvailable'));
-}
-
-function templateFails(args: string[]): string {
-  const run = helm(['template', 'products', chartDir, ...args]);
-  expect(run.status, 'helm template should have failed').not.toBe(0);
-  return run.stderr;
 }
 
 describe.each(valueSets)('helm template with $name', ({ args }) => {
@@ -153,7 +141,7 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     expect(container.resources?.requests?.cpu).toBeTruthy();
     expect(container.resources?.requests?.memory).toBeTruthy();
     expect(container.resources?.limits?.memory).toBeTruthy();
-    expect(envValue(container, 'NODE_OPTIONS')).toMatch(/^--max-old-space-size-percentage=\d+ --max-semi-space-size=16$/);
+    expect(envValue(container, 'NODE_OPTIONS')).toMatch(/^--max-old-space-size-percentage=\d+ --max-semi-space-size=16 --disable-sigusr1( |$)/);
   });
 
   it('passes the OpenTelemetry resource from the downward API', () => {
@@ -175,7 +163,7 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     expect(deployment.spec?.template.metadata?.labels).toMatchObject(selector);
     expect(service.spec?.selector).toEqual(selector);
     for (const pdb of ofKind(objects, 'PodDisruptionBudget')) expect(pdb.spec?.selector?.matchLabels).toEqual(selector);
-    for (const np of ofKind(objects, 'NetworkPolicy')) expect(np.spec?.podSelector.matchLabels).toEqual(selector);
+    for (const np of serverPolicies(objects)) expect(np.spec?.podSelector.matchLabels).toEqual(selector);
     for (const sm of ofKind(objects, 'ServiceMonitor')) expect(sm.spec.selector.matchLabels).toEqual(selector);
     // The helm test pod must not look like a server to the Service, PDB or NetworkPolicy.
     for (const pod of ofKind(objects, 'Pod')) expect(pod.metadata?.labels).not.toMatchObject(selector);
@@ -231,11 +219,12 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
       servicePort('metrics');
       expect(service.metadata?.labels).toMatchObject(must(sm.spec.selector.matchLabels, 'ServiceMonitor selector'));
     }
-    for (const np of ofKind(objects, 'NetworkPolicy')) {
+    for (const np of serverPolicies(objects)) {
       const [http, metrics] = np.spec?.ingress ?? [];
       expect(http?.ports).toEqual([{ port: 'http', protocol: 'TCP' }]);
       expect(metrics?.ports).toEqual([{ port: 'metrics', protocol: 'TCP' }]);
       expect(metrics?.from?.[0]?.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name']).toBeTruthy();
+      expect(np.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
       // When the http port is restricted, the release's own helm test pod is still let in.
       if (http?.from) {
         const testPodLabels = must(ofKind(objects, 'Pod')[0]?.metadata?.labels, 'helm test pod labels');

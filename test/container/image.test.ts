@@ -173,6 +173,7 @@ describe('image configuration', () => {
     const c = config();
     expect(c.Env).toContain('NODE_ENV=production');
     expect(c.Env).toContain('NODE_COMPILE_CACHE=/app/compile-cache');
+    expect(c.Env.find((e) => e.startsWith('NODE_OPTIONS='))?.split(/[= ]/)).toContain('--disable-sigusr1');
     expect(c.Env).toContain(`BUILD_REVISION=${rev}`);
     expect(Object.keys(c.ExposedPorts).sort()).toEqual(['8080/tcp', '9464/tcp']);
     expect(c.StopSignal ?? 'SIGTERM').toBe('SIGTERM');
@@ -319,6 +320,14 @@ describe('running as the Helm chart runs it', () => {
     expect(proc.status.CapEff).toBe('0000000000000000');
     expect(proc.status.CapBnd).toBe('0000000000000000');
     expect(proc.status.NoNewPrivs).toBe('1');
+  });
+
+  it('opens no inspector on SIGUSR1 (which a process sharing its namespaces could send), and keeps serving', async () => {
+    docker(['kill', '--signal', 'USR1', container ?? '']);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const connect = `require('net').connect(9229, '127.0.0.1').on('connect', () => console.log('open')).on('error', (e) => console.log(e.code))`;
+    expect(inContainer(connect)).toBe('ECONNREFUSED');
+    expect((await fetch(`${api}/health`)).status).toBe(200);
   });
 
   it('has written nothing on stderr: no EACCES, EROFS or compile cache warning from the read-only cache', () => {

@@ -1,14 +1,16 @@
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { vi } from 'vitest';
 import { bytesOf, fields, messages, varintOf } from '../../bench/otlp-protobuf.mjs';
 
 /**
- * A small OTLP/HTTP trace receiver for tests: what a collector would see, with no collector
- * binary (none is available here). It accepts POST /v1/traces in both OTLP/HTTP encodings,
- * protobuf (the exporters' default) and JSON, and flattens every span with its resource.
+ * A small OTLP/HTTP receiver for tests: what a collector would see, with no collector binary (none
+ * is available here). It accepts POST /v1/traces and POST /v1/logs in both OTLP/HTTP encodings,
+ * protobuf (the exporters' default) and JSON, and flattens every span and log record with its
+ * resource. Over plain HTTP, or over HTTPS with the certificate a test gives it.
  */
 
 export type AttributeValue = string | number | boolean | null;
@@ -33,6 +35,19 @@ export interface ReceivedSpan {
   resource: Attributes;
 }
 
+export interface ReceivedLogRecord {
+  /** Lower-case hex; "" when the record was emitted outside a span. */
+  traceId: string;
+  spanId: string;
+  severityNumber: number;
+  severityText: string;
+  /** The body when it is a string (pino's `msg`), else null. */
+  body: string | null;
+  scope: string;
+  attributes: Attributes;
+  resource: Attributes;
+}
+
 /**
  * - ok: 200 with an empty body (an empty ExportTraceServiceResponse: full success)
  * - error: `errorStatus` (503 by default, a retryable failure; 500 is not retried)
@@ -47,36 +62,60 @@ export interface ReceiverOptions {
   host?: string;
   /** The status of every answer in 'error' mode; 503 by default. */
   errorStatus?: number;
+  /** Serve HTTPS with this key and certificate (PEM) instead of plain HTTP. */
+  tls?: { key: string | Buffer; cert: string | Buffer };
 }
 
 export interface OtlpReceiver {
-  /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces). */
+  /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces or /v1/logs). */
   readonly url: string;
   mode: ReceiverMode;
   /** Spans decoded so far, in arrival order (in every mode: the request was received). */
   readonly spans: ReceivedSpan[];
+  /** Log records decoded so far, in arrival order. */
+  readonly logs: ReceivedLogRecord[];
   /** POST /v1/traces requests received, and their Content-Type headers. */
   readonly requests: Array<{ contentType: string }>;
+  /** POST /v1/logs requests received, and their Content-Type headers. */
+  readonly logRequests: Array<{ contentType: string }>;
   /** Resolves with all spans once `predicate` holds for at least `count` of them; rejects after `timeoutMs`. */
   waitForSpans(predicate: (span: ReceivedSpan) => boolean, count?: number, timeoutMs?: number): Promise<ReceivedSpan[]>;
+  /** Resolves with all log records once `predicate` holds for at least one of them; rejects after `timeoutMs`. */
+  waitForLogs(predicate: (record: ReceivedLogRecord) => boolean, timeoutMs?: number): Promise<ReceivedLogRecord[]>;
   close(): Promise<void>;
 }
 
-export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}): Promise<OtlpReceiver> {
-  const { port: wantedPort = 0, host = '127.0.0.1', errorStatus = 503 } = options;
-  const spans: ReceivedSpan[] = [];
-  const requests: Array<{ contentType: string }> = [];
+/** What each signal's path records and how its two encodings decode. */
+interface Signal<T> {
+  received: T[];
+  requests: Array<{ contentType: string }>;
+  fromJson(body: Buffer): T[];
+  fromProtobuf(body: Buffer): T[];
+}
 
-  const server: Server = createServer((req, res) => {
+export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}): Promise<OtlpReceiver> {
+  const { port: wantedPort = 0, host = '127.0.0.1', errorStatus = 503, tls } = options;
+  const spans: ReceivedSpan[] = [];
+  const logs: ReceivedLogRecord[] = [];
+  const requests: Array<{ contentType: string }> = [];
+  const logRequests: Array<{ contentType: string }> = [];
+  const signals: Record<string, Signal<ReceivedSpan> | Signal<ReceivedLogRecord>> = {
+    '/v1/traces': { received: spans, requests, fromJson: spansFromJson, fromProtobuf: spansFromProtobuf },
+    '/v1/logs': { received: logs, requests: logRequests, fromJson: logsFromJson, fromProtobuf: logsFromProtobuf },
+  };
+
+  const handle: RequestListener = (req, res) => {
     void readBody(req).then((body) => {
-      if (req.method !== 'POST' || req.url !== '/v1/traces') {
+      const signal = req.method === 'POST' ? signals[req.url ?? ''] : undefined;
+      if (signal === undefined) {
         res.writeHead(404).end();
         return;
       }
       const contentType = req.headers['content-type'] ?? '';
-      requests.push({ contentType });
+      signal.requests.push({ contentType });
       const raw = req.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body;
-      spans.push(...(contentType.startsWith('application/json') ? spansFromJson(raw) : spansFromProtobuf(raw)));
+      const decoded = contentType.startsWith('application/json') ? signal.fromJson(raw) : signal.fromProtobuf(raw);
+      (signal.received as unknown[]).push(...decoded);
       if (receiver.mode === 'hang') return;
       if (receiver.mode === 'error') {
         res.writeHead(errorStatus, { 'Content-Type': 'text/plain' }).end('collector unavailable');
@@ -85,23 +124,40 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
       res.writeHead(200, { 'Content-Type': contentType.startsWith('application/json') ? 'application/json' : 'application/x-protobuf' });
       res.end(contentType.startsWith('application/json') ? '{}' : undefined);
     });
-  });
+  };
+  const server: Server = tls === undefined ? createServer(handle) : createTlsServer(tls, handle);
   server.listen(wantedPort, host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
 
+  const waitFor = <T>(received: T[], matching: () => boolean, what: () => string, timeoutMs: number): Promise<T[]> =>
+    vi.waitFor(
+      () => {
+        if (matching()) return received;
+        throw new Error(`${what()} within ${timeoutMs} ms`);
+      },
+      { timeout: timeoutMs, interval: 20 },
+    );
   const receiver: OtlpReceiver = {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url: `${tls === undefined ? 'http' : 'https'}://${host.includes(':') ? `[${host}]` : host}:${port}`,
     mode,
     spans,
+    logs,
     requests,
+    logRequests,
     waitForSpans: (predicate, count = 1, timeoutMs = 10_000) =>
-      vi.waitFor(
-        () => {
-          if (spans.filter(predicate).length >= count) return spans;
-          throw new Error(`fewer than ${count} matching spans within ${timeoutMs} ms; received: ${JSON.stringify(spans.map((s) => s.name))}`);
-        },
-        { timeout: timeoutMs, interval: 20 },
+      waitFor(
+        spans,
+        () => spans.filter(predicate).length >= count,
+        () => `fewer than ${count} matching spans; received: ${JSON.stringify(spans.map((s) => s.name))}`,
+        timeoutMs,
+      ),
+    waitForLogs: (predicate, timeoutMs = 10_000) =>
+      waitFor(
+        logs,
+        () => logs.some(predicate),
+        () => `no matching log record; received: ${JSON.stringify(logs.map((l) => l.body))}`,
+        timeoutMs,
       ),
     close: async () => {
       // Hanging requests would keep close() waiting forever.
@@ -135,28 +191,42 @@ interface JsonSpan {
   droppedAttributesCount?: number;
   status?: { code?: number; message?: string };
 }
-interface JsonRequest {
-  resourceSpans?: Array<{ resource?: { attributes?: JsonKeyValue[] }; scopeSpans?: Array<{ scope?: { name?: string }; spans?: JsonSpan[] }> }>;
+/** The levels of an OTLP JSON export request: resource groups > scope groups > items (spans or log records). */
+interface JsonResourceGroup {
+  resource?: { attributes?: JsonKeyValue[] };
+  [scopes: string]: unknown;
+}
+interface JsonScopeGroup {
+  scope?: { name?: string };
+  [items: string]: unknown;
+}
+
+/** Each span or log record of an OTLP JSON request, with its scope's name and its resource; `keys` name the three levels. */
+function jsonItems(body: Buffer, [groups, scopes, items]: [string, string, string]): Array<{ item: unknown; scope: string; resource: Attributes }> {
+  const request = JSON.parse(body.toString('utf8')) as Record<string, JsonResourceGroup[] | undefined>;
+  return (request[groups] ?? []).flatMap((group) => {
+    const resource = jsonAttributes(group.resource?.attributes);
+    return ((group[scopes] ?? []) as JsonScopeGroup[]).flatMap((scoped) =>
+      ((scoped[items] ?? []) as unknown[]).map((item) => ({ item, scope: scoped.scope?.name ?? '', resource })),
+    );
+  });
 }
 
 function spansFromJson(body: Buffer): ReceivedSpan[] {
-  const request = JSON.parse(body.toString('utf8')) as JsonRequest;
-  return (request.resourceSpans ?? []).flatMap((resourceSpans) => {
-    const resource = jsonAttributes(resourceSpans.resource?.attributes);
-    return (resourceSpans.scopeSpans ?? []).flatMap((scope) =>
-      (scope.spans ?? []).map((span) => ({
-        traceId: span.traceId.toLowerCase(),
-        spanId: span.spanId.toLowerCase(),
-        parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
-        name: span.name,
-        scope: scope.scope?.name ?? '',
-        kind: span.kind ?? 0,
-        attributes: jsonAttributes(span.attributes),
-        droppedAttributesCount: span.droppedAttributesCount ?? 0,
-        status: { code: span.status?.code ?? 0, message: span.status?.message ?? '' },
-        resource,
-      })),
-    );
+  return jsonItems(body, ['resourceSpans', 'scopeSpans', 'spans']).map(({ item, scope, resource }) => {
+    const span = item as JsonSpan;
+    return {
+      traceId: span.traceId.toLowerCase(),
+      spanId: span.spanId.toLowerCase(),
+      parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
+      name: span.name,
+      scope,
+      kind: span.kind ?? 0,
+      attributes: jsonAttributes(span.attributes),
+      droppedAttributesCount: span.droppedAttributesCount ?? 0,
+      status: { code: span.status?.code ?? 0, message: span.status?.message ?? '' },
+      resource,
+    };
   });
 }
 
@@ -173,32 +243,80 @@ function jsonAttributes(list: JsonKeyValue[] = []): Attributes {
   return attributes;
 }
 
-// ---- OTLP protobuf (opentelemetry/proto/collector/trace/v1/trace_service.proto) ----
+interface JsonLogRecord {
+  traceId?: string;
+  spanId?: string;
+  severityNumber?: number;
+  severityText?: string;
+  body?: Record<string, unknown>;
+  attributes?: JsonKeyValue[];
+}
+function logsFromJson(body: Buffer): ReceivedLogRecord[] {
+  return jsonItems(body, ['resourceLogs', 'scopeLogs', 'logRecords']).map(({ item, scope, resource }) => {
+    const record = item as JsonLogRecord;
+    return {
+      traceId: (record.traceId ?? '').toLowerCase(),
+      spanId: (record.spanId ?? '').toLowerCase(),
+      severityNumber: record.severityNumber ?? 0,
+      severityText: record.severityText ?? '',
+      body: typeof record.body?.stringValue === 'string' ? record.body.stringValue : null,
+      scope,
+      attributes: jsonAttributes(record.attributes),
+      resource,
+    };
+  });
+}
+
+// ---- OTLP protobuf (opentelemetry/proto/collector/{trace,logs}/v1/*_service.proto) ----
 // Fields are read by bench/otlp-protobuf.mjs, the reader the benchmark's OTLP sink uses too.
 
-function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
-  // ExportTraceServiceRequest.resource_spans(1) > ResourceSpans{resource(1), scope_spans(2)}
-  //   > ScopeSpans{scope(1): InstrumentationScope{name(1)}, spans(2)}
-  return messages(body, 1).flatMap((resourceSpans) => {
-    const resource = protobufAttributes(bytesOf(resourceSpans, 1), 1);
-    return messages(resourceSpans, 2).flatMap((scopeSpans) => {
-      const scope = bytesOf(bytesOf(scopeSpans, 1), 1).toString('utf8');
-      return messages(scopeSpans, 2).map((span) => {
-        const status = bytesOf(span, 15); // Status{message(2), code(3)}
-        return {
-          traceId: bytesOf(span, 1).toString('hex'),
-          spanId: bytesOf(span, 2).toString('hex'),
-          parentSpanId: bytesOf(span, 4).toString('hex'),
-          name: bytesOf(span, 5).toString('utf8'),
-          scope,
-          kind: Number(varintOf(span, 6)),
-          attributes: protobufAttributes(span, 9),
-          droppedAttributesCount: Number(varintOf(span, 10)),
-          status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
-          resource,
-        };
-      });
+/**
+ * Each span or log record of an OTLP protobuf request, with its scope's name and its resource. Both
+ * nest the same way: ExportTraceServiceRequest.resource_spans(1) and ExportLogsServiceRequest.resource_logs(1)
+ *   > {resource(1), scope_spans / scope_logs(2)} > {scope(1): InstrumentationScope{name(1)}, spans / log_records(2)}
+ */
+function protobufItems(body: Buffer): Array<{ item: Buffer; scope: string; resource: Attributes }> {
+  return messages(body, 1).flatMap((group) => {
+    const resource = protobufAttributes(bytesOf(group, 1), 1);
+    return messages(group, 2).flatMap((scoped) => {
+      const scope = bytesOf(bytesOf(scoped, 1), 1).toString('utf8');
+      return messages(scoped, 2).map((item) => ({ item, scope, resource }));
     });
+  });
+}
+
+function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
+  return protobufItems(body).map(({ item: span, scope, resource }) => {
+    const status = bytesOf(span, 15); // Status{message(2), code(3)}
+    return {
+      traceId: bytesOf(span, 1).toString('hex'),
+      spanId: bytesOf(span, 2).toString('hex'),
+      parentSpanId: bytesOf(span, 4).toString('hex'),
+      name: bytesOf(span, 5).toString('utf8'),
+      scope,
+      kind: Number(varintOf(span, 6)),
+      attributes: protobufAttributes(span, 9),
+      droppedAttributesCount: Number(varintOf(span, 10)),
+      status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
+      resource,
+    };
+  });
+}
+
+function logsFromProtobuf(body: Buffer): ReceivedLogRecord[] {
+  // LogRecord{severity_number(2), severity_text(3), body(5): AnyValue, attributes(6), trace_id(9), span_id(10)}
+  return protobufItems(body).map(({ item: record, scope, resource }) => {
+    const [bodyValue] = fields(bytesOf(record, 5));
+    return {
+      traceId: bytesOf(record, 9).toString('hex'),
+      spanId: bytesOf(record, 10).toString('hex'),
+      severityNumber: Number(varintOf(record, 2)),
+      severityText: bytesOf(record, 3).toString('utf8'),
+      body: bodyValue?.number === 1 && 'bytes' in bodyValue ? bodyValue.bytes.toString('utf8') : null,
+      scope,
+      attributes: protobufAttributes(record, 6),
+      resource,
+    };
   });
 }
 

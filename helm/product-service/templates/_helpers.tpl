@@ -45,6 +45,23 @@ app.kubernetes.io/part-of: product-service
 {{- end }}
 {{- end }}
 
+{{/*
+The `helm test` objects' labels: not the selector labels (name + instance), so that the Service,
+PDB and NetworkPolicy never mistake the test pod for a server.
+*/}}
+{{- define "product-service.testSelectorLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: helm-test
+{{- end }}
+
+{{- define "product-service.testLabels" -}}
+helm.sh/chart: {{ include "product-service.chart" . }}
+app.kubernetes.io/name: {{ printf "%s-test" (include "product-service.name" .) | trunc 63 | trimSuffix "-" }}
+{{ include "product-service.testSelectorLabels" . }}
+app.kubernetes.io/version: {{ include "product-service.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
 {{- define "product-service.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "product-service.fullname" .) .Values.serviceAccount.name }}
@@ -108,4 +125,156 @@ overwrite each other's dashboard.
 {{- $uid = printf "product-service-%s" (printf "%s/%s" .Release.Namespace (include "product-service.fullname" .) | sha256sum | trunc 16) }}
 {{- end }}
 {{- $uid }}
+{{- end }}
+
+{{/*
+The container's Node.js flags (NODE_OPTIONS). It replaces the image's NODE_OPTIONS, so it carries
+the young generation's size too. SIGUSR1 would open the V8 inspector, which any container of the
+pod that can signal this one (`kubectl debug --target`, shareProcessNamespace) could then reach
+on localhost: it is always off. Diagnostics write into their own volume, since the root filesystem
+is read-only; a report leaves out the environment (the OTLP headers' API key) and the network
+interfaces.
+*/}}
+{{- define "product-service.nodeOptions" -}}
+{{- $flags := list }}
+{{- if and .Values.nodeHeapPercent .Values.resources.limits .Values.resources.limits.memory }}
+{{- /* Node reads the cgroup memory limit; the heap gets this share of it. */}}
+{{- $flags = append $flags (printf "--max-old-space-size-percentage=%v" .Values.nodeHeapPercent) }}
+{{- end }}
+{{- with .Values.nodeSemiSpaceMb }}
+{{- $flags = append $flags (printf "--max-semi-space-size=%v" .) }}
+{{- end }}
+{{- $flags = append $flags "--disable-sigusr1" }}
+{{- if .Values.diagnostics.enabled }}
+{{- $dir := include "product-service.diagnosticsDir" . }}
+{{- $flags = concat $flags (list "--report-on-signal" (printf "--report-signal=%s" (include "product-service.reportSignal" .)) (printf "--report-directory=%s" $dir) "--report-exclude-env" "--report-exclude-network") }}
+{{- if .Values.diagnostics.heapSnapshot.enabled }}
+{{- $flags = concat $flags (list (printf "--heapsnapshot-signal=%s" (include "product-service.heapSnapshotSignal" .)) (printf "--diagnostic-dir=%s" $dir)) }}
+{{- end }}
+{{- else if .Values.diagnostics.heapSnapshot.enabled }}
+{{- fail "diagnostics.heapSnapshot.enabled needs diagnostics.enabled (the volume the snapshot is written to)" }}
+{{- end }}
+{{- join " " (concat $flags .Values.extraNodeOptions) }}
+{{- end }}
+
+{{/* Where diagnostic reports and heap snapshots are written: the diagnostics emptyDir. */}}
+{{- define "product-service.diagnosticsDir" -}}
+/diagnostics
+{{- end }}
+
+{{/* Node's own report signal. */}}
+{{- define "product-service.reportSignal" -}}
+SIGUSR2
+{{- end }}
+
+{{/*
+SIGUSR1 is the inspector's (and off), SIGUSR2 the report's. SIGURG is ignored by default, so with
+heap snapshots off a stray one does nothing, and nothing in Kubernetes or Node sends it.
+*/}}
+{{- define "product-service.heapSnapshotSignal" -}}
+SIGURG
+{{- end }}
+
+{{/* The chart's own environment variables, in order: a value may refer to an earlier one as $(NAME). */}}
+{{- define "product-service.chartEnv" -}}
+- name: PORT
+  value: {{ .Values.containerPorts.http | quote }}
+- name: METRICS_PORT
+  value: {{ .Values.containerPorts.metrics | quote }}
+- name: LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+- name: SHUTDOWN_DELAY
+  value: {{ .Values.shutdown.delaySeconds | quote }}
+- name: SHUTDOWN_TIMEOUT
+  value: {{ .Values.shutdown.timeoutSeconds | quote }}
+- name: NODE_OPTIONS
+  value: {{ include "product-service.nodeOptions" . | quote }}
+{{- /* Downward API, for the OpenTelemetry resource (k8s.* semantic conventions). */}}
+- name: K8S_POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: K8S_POD_UID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.uid
+- name: K8S_NAMESPACE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: K8S_NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: OTEL_SERVICE_NAME
+  value: {{ default (include "product-service.name" .) .Values.otel.serviceName | quote }}
+{{- $attrs := list "k8s.pod.name=$(K8S_POD_NAME)" "k8s.pod.uid=$(K8S_POD_UID)" "k8s.namespace.name=$(K8S_NAMESPACE_NAME)" "k8s.node.name=$(K8S_NODE_NAME)" (printf "k8s.deployment.name=%s" (include "product-service.fullname" .)) (printf "k8s.container.name=%s" .Chart.Name) }}
+{{- range $key, $value := .Values.otel.resourceAttributes }}
+{{- $attrs = append $attrs (printf "%s=%s" $key (toString $value)) }}
+{{- end }}
+{{- /* $(VAR) references are expanded by the kubelet from the variables above. */}}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+{{- with .Values.otel.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.otel.protocol }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.otel.sampler }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.otel.samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.otel.propagators }}
+- name: OTEL_PROPAGATORS
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The container's env: the chart's variables, each replaced in place by the extraEnv entry of the
+same name (in place, so that $(NAME) references keep resolving), then the other extraEnv entries.
+A name listed twice would be refused by the API server under server-side apply (Helm 4, Argo CD).
+*/}}
+{{- define "product-service.env" -}}
+{{- $extra := dict }}
+{{- range .Values.extraEnv }}
+{{- if hasKey $extra .name }}
+{{- fail (printf "extraEnv lists %s twice: each variable name may appear once" .name) }}
+{{- end }}
+{{- $_ := set $extra .name . }}
+{{- end }}
+{{- $env := list }}
+{{- $chartNames := list }}
+{{- range include "product-service.chartEnv" . | fromYamlArray }}
+{{- $chartNames = append $chartNames .name }}
+{{- $env = append $env (get $extra .name | default .) }}
+{{- end }}
+{{- range .Values.extraEnv }}
+{{- if not (has .name $chartNames) }}
+{{- $env = append $env . }}
+{{- end }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
+Fails, naming the value and the API, when the cluster does not serve the API of a custom resource
+the values ask for, instead of the install failing later with "no matches for kind". Rendering
+without a cluster (helm template, a GitOps tool's render step), pass the API with
+`--api-versions <group/version/kind>`; Argo CD and Flux pass the target cluster's APIs themselves.
+Usage: include "product-service.requireApi" (list . "monitoring.coreos.com/v1/ServiceMonitor" "monitoring.serviceMonitor.enabled" "the Prometheus Operator's CRDs")
+*/}}
+{{- define "product-service.requireApi" -}}
+{{- $ctx := index . 0 }}
+{{- $api := index . 1 }}
+{{- if not ($ctx.Capabilities.APIVersions.Has $api) }}
+{{- fail (printf "%s is true, but the cluster does not serve %s: install %s first, or turn the value off. Rendering without a cluster (helm template, GitOps), pass --api-versions %s" (index . 2) $api (index . 3) $api) }}
+{{- end }}
 {{- end }}

@@ -1,0 +1,286 @@
+// What a platform team's cluster asks of the chart, proven on what `helm template` renders:
+// environment overrides that never render a name twice, extra Node flags, extra volumes, the
+// diagnostics settings, NetworkPolicy egress and extra rules (and the helm test pod's own policy),
+// the Recreate strategy, and a clear refusal when a custom resource's API is missing.
+// test/chart/private-ca.test.ts and diagnostics.test.ts run the image with these settings.
+import { describe, expect, it } from 'vitest';
+import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import {
+  chartDir,
+  envNames,
+  envValue,
+  findOne,
+  helm,
+  mainContainer,
+  must,
+  ofKind,
+  podSpecOf,
+  template,
+  templateFails,
+  valueSets,
+  type K8sObject,
+} from './helm';
+import { validateObject } from './validate';
+
+const deploymentOf = (args: string[]) => findOne(template(args), 'Deployment');
+const containerOf = (args: string[]) => mainContainer(deploymentOf(args));
+const nodeOptions = (args: string[]) => envValue(containerOf(args), 'NODE_OPTIONS').split(' ');
+
+/** The policy of the server pods and the one of the helm test pod. */
+function policies(objects: K8sObject[]): { server: INetworkPolicy; test: INetworkPolicy } {
+  const all = ofKind(objects, 'NetworkPolicy');
+  const test = must(
+    all.find((np) => np.metadata?.annotations?.['helm.sh/hook'] === 'test'),
+    'helm test NetworkPolicy',
+  );
+  const server = must(
+    all.find((np) => np !== test),
+    'server NetworkPolicy',
+  );
+  return { server, test };
+}
+
+describe('extraEnv and extraNodeOptions', () => {
+  it.each(valueSets)('render every env name once with $name', ({ args }) => {
+    const names = envNames(containerOf(args));
+    expect(names.length).toBeGreaterThan(10);
+    expect(names.filter((name, i) => names.indexOf(name) !== i)).toEqual([]);
+  });
+
+  it("replace the chart's variable of the same name in place, and add the others after the chart's", () => {
+    const defaults = envNames(containerOf([]));
+    const container = containerOf([
+      '--set',
+      'extraEnv[0].name=LOG_LEVEL',
+      '--set',
+      'extraEnv[0].value=debug',
+      '--set',
+      'extraEnv[1].name=OTEL_BSP_SCHEDULE_DELAY',
+      '--set-string',
+      'extraEnv[1].value=1000',
+      '--set',
+      'extraEnv[2].name=NODE_OPTIONS',
+      '--set',
+      'extraEnv[2].value=--max-old-space-size=200',
+      '--set',
+      'extraEnv[3].name=K8S_POD_NAME',
+      '--set',
+      'extraEnv[3].value=fixed',
+    ]);
+    const names = envNames(container);
+    // Replaced where the chart had them, so $(K8S_POD_NAME) in OTEL_RESOURCE_ATTRIBUTES still refers to an earlier variable.
+    expect(names).toEqual([...defaults, 'OTEL_BSP_SCHEDULE_DELAY']);
+    expect(envValue(container, 'LOG_LEVEL')).toBe('debug');
+    expect(envValue(container, 'NODE_OPTIONS')).toBe('--max-old-space-size=200');
+    expect(container.env?.find((e) => e.name === 'K8S_POD_NAME')).toEqual({ name: 'K8S_POD_NAME', value: 'fixed' });
+    expect(envValue(container, 'OTEL_BSP_SCHEDULE_DELAY')).toBe('1000');
+  });
+
+  it('refuse a name listed twice in extraEnv, naming it', () => {
+    const twice = ['--set', 'extraEnv[0].name=FOO', '--set', 'extraEnv[0].value=a', '--set', 'extraEnv[1].name=FOO', '--set', 'extraEnv[1].value=b'];
+    expect(templateFails(twice)).toMatch(/extraEnv lists FOO twice/);
+  });
+
+  it("extraNodeOptions: added after the chart's own flags in NODE_OPTIONS; only flags are accepted", () => {
+    const flags = nodeOptions(['--set', 'extraNodeOptions[0]=--enable-source-maps', '--set', 'extraNodeOptions[1]=--stack-trace-limit=50']);
+    expect(flags).toEqual([...nodeOptions([]), '--enable-source-maps', '--stack-trace-limit=50']);
+    expect(templateFails(['--set', 'extraNodeOptions[0]=enable-source-maps'])).toMatch(/extraNodeOptions/);
+  });
+
+  it('always turn off the SIGUSR1 inspector, and nothing else by default', () => {
+    expect(nodeOptions([])).toEqual(['--max-old-space-size-percentage=60', '--max-semi-space-size=16', '--disable-sigusr1']);
+  });
+});
+
+describe('extraVolumes and extraVolumeMounts', () => {
+  const ca = [
+    '--set',
+    'extraVolumes[0].name=otel-ca',
+    '--set',
+    'extraVolumes[0].secret.secretName=collector-ca',
+    '--set',
+    'extraVolumeMounts[0].name=otel-ca',
+    '--set',
+    'extraVolumeMounts[0].mountPath=/etc/otel-ca',
+    '--set',
+    'extraVolumeMounts[0].readOnly=true',
+  ];
+
+  it("add the pod's volumes and the container's mounts after the chart's own", () => {
+    const deployment = deploymentOf(ca);
+    validateObject(deployment);
+    expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toEqual(['tmp', 'otel-ca']);
+    expect(podSpecOf(deployment).volumes?.[1]).toEqual({ name: 'otel-ca', secret: { secretName: 'collector-ca' } });
+    expect(mainContainer(deployment).volumeMounts).toEqual([
+      { name: 'tmp', mountPath: '/tmp' },
+      { name: 'otel-ca', mountPath: '/etc/otel-ca', readOnly: true },
+    ]);
+  });
+
+  it('refuse a mount of no volume, a taken volume name and a mount without a path', () => {
+    expect(templateFails(['--set', 'extraVolumeMounts[0].name=nowhere', '--set', 'extraVolumeMounts[0].mountPath=/x'])).toMatch(
+      /extraVolumeMounts: nowhere names no volume \(volumes: tmp\)/,
+    );
+    expect(templateFails(['--set', 'extraVolumes[0].name=tmp', '--set', 'extraVolumes[0].emptyDir.medium=Memory'])).toMatch(/volume name tmp is taken/);
+    expect(templateFails(['--set', 'extraVolumeMounts[0].name=tmp'])).toMatch(/mountPath/);
+  });
+});
+
+describe('diagnostics', () => {
+  it('are off by default: no volume, no report or heap snapshot flag', () => {
+    const deployment = deploymentOf([]);
+    expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toEqual(['tmp']);
+    expect(nodeOptions([]).filter((flag) => /report|heapsnapshot|diagnostic/.test(flag))).toEqual([]);
+  });
+
+  it('enabled: a report on SIGUSR2 into /diagnostics without environment or network interfaces, on a disk emptyDir of diagnostics.sizeLimit; no heap snapshot', () => {
+    const args = ['--set', 'diagnostics.enabled=true', '--set', 'diagnostics.sizeLimit=512Mi'];
+    const deployment = deploymentOf(args);
+    validateObject(deployment);
+    const flags = nodeOptions(args);
+    expect(flags).toEqual(
+      expect.arrayContaining([
+        '--disable-sigusr1',
+        '--report-on-signal',
+        '--report-signal=SIGUSR2',
+        '--report-directory=/diagnostics',
+        '--report-exclude-env',
+        '--report-exclude-network',
+      ]),
+    );
+    expect(flags.filter((flag) => flag.startsWith('--heapsnapshot'))).toEqual([]);
+    expect(mainContainer(deployment).volumeMounts).toContainEqual({ name: 'diagnostics', mountPath: '/diagnostics' });
+    // On the node's disk (no medium: Memory), so a snapshot never counts against the memory limit.
+    expect(podSpecOf(deployment).volumes?.find((v) => v.name === 'diagnostics')).toEqual({ name: 'diagnostics', emptyDir: { sizeLimit: '512Mi' } });
+  });
+
+  it('heapSnapshot.enabled adds the heap snapshot on SIGURG into the same directory, and needs diagnostics.enabled', () => {
+    const flags = nodeOptions(['--set', 'diagnostics.enabled=true', '--set', 'diagnostics.heapSnapshot.enabled=true']);
+    expect(flags).toEqual(expect.arrayContaining(['--heapsnapshot-signal=SIGURG', '--diagnostic-dir=/diagnostics', '--report-signal=SIGUSR2']));
+    expect(templateFails(['--set', 'diagnostics.heapSnapshot.enabled=true'])).toMatch(/diagnostics.heapSnapshot.enabled needs diagnostics.enabled/);
+  });
+});
+
+describe('NetworkPolicy', () => {
+  const restricted = [
+    '--set',
+    'networkPolicy.enabled=true',
+    '--set',
+    'networkPolicy.allowExternalEgress=false',
+    '--set',
+    'networkPolicy.collectorTo[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=observability',
+    '--set',
+    'networkPolicy.extraEgress[0].to[0].ipBlock.cidr=10.0.0.0/8',
+    '--set',
+    'networkPolicy.extraEgress[0].ports[0].port=5432',
+  ];
+
+  it('by default lets egress go anywhere (explicitly, so a default-deny egress policy does not cut the pods off) and admits the monitoring namespace to the metrics port', () => {
+    const { server } = policies(template(['--set', 'networkPolicy.enabled=true']));
+    expect(server.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(server.spec?.egress).toEqual([{}]);
+    expect(server.spec?.ingress?.[1]).toEqual({
+      ports: [{ port: 'metrics', protocol: 'TCP' }],
+      from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }],
+    });
+  });
+
+  it('restricted egress: DNS (anywhere on port 53 unless dnsTo), the collector on its ports, and the extra rules; nothing else', () => {
+    const { server } = policies(template(restricted));
+    validateObject(server);
+    expect(server.spec?.egress).toEqual([
+      {
+        ports: [
+          { port: 53, protocol: 'UDP' },
+          { port: 53, protocol: 'TCP' },
+        ],
+      },
+      {
+        to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } } }],
+        ports: [
+          { port: 4317, protocol: 'TCP' },
+          { port: 4318, protocol: 'TCP' },
+        ],
+      },
+      { to: [{ ipBlock: { cidr: '10.0.0.0/8' } }], ports: [{ port: 5432 }] },
+    ]);
+    const dnsTo = ['--set', 'networkPolicy.dnsTo[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system'];
+    const narrowed = policies(template([...restricted, ...dnsTo])).server;
+    expect(narrowed.spec?.egress?.[0]?.to).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }]);
+  });
+
+  it('metrics from several peers, or from anywhere with an empty list; extra ingress rules after the chart ones', () => {
+    const several = policies(
+      template([
+        '--set',
+        'networkPolicy.enabled=true',
+        '--set',
+        'networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=a',
+        '--set',
+        'networkPolicy.metricsFrom[1].namespaceSelector.matchLabels.team=b',
+        '--set',
+        'networkPolicy.extraIngress[0].from[0].ipBlock.cidr=192.168.0.0/16',
+        '--set',
+        'networkPolicy.extraIngress[0].ports[0].port=http',
+      ]),
+    ).server;
+    expect(several.spec?.ingress?.[1]?.from).toHaveLength(2);
+    expect(several.spec?.ingress?.[2]).toEqual({ from: [{ ipBlock: { cidr: '192.168.0.0/16' } }], ports: [{ port: 'http' }] });
+    const anywhere = policies(template(['--set', 'networkPolicy.enabled=true', '--set', 'networkPolicy.metricsFrom=null'])).server;
+    expect(anywhere.spec?.ingress?.[1]).toEqual({ ports: [{ port: 'metrics', protocol: 'TCP' }] });
+  });
+
+  it('gives the helm test pod its own policy, a test hook created before it: DNS and the server pods’ http container port', () => {
+    const objects = template(restricted);
+    const { test } = policies(objects);
+    validateObject(test);
+    const testPod = must(ofKind(objects, 'Pod')[0], 'helm test pod');
+    const deployment = findOne(objects, 'Deployment');
+    expect(test.metadata?.annotations).toMatchObject({ 'helm.sh/hook': 'test', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
+    expect(Number(test.metadata?.annotations?.['helm.sh/hook-weight'])).toBeLessThan(Number(testPod.metadata?.annotations?.['helm.sh/hook-weight'] ?? 0));
+    expect(testPod.metadata?.labels).toMatchObject(must(test.spec?.podSelector.matchLabels, 'test policy selector'));
+    // It must not select the servers.
+    expect(deployment.spec?.template.metadata?.labels).not.toMatchObject(must(test.spec?.podSelector.matchLabels, 'test policy selector'));
+    expect(test.spec?.policyTypes).toEqual(['Egress']);
+    const [dns, api] = test.spec?.egress ?? [];
+    expect(dns?.ports?.map((p) => p.port)).toEqual([53, 53]);
+    expect(api?.to).toEqual([{ podSelector: { matchLabels: deployment.spec?.selector.matchLabels } }]);
+    expect(api?.ports).toEqual([{ port: mainContainer(deployment).ports?.find((p) => p.name === 'http')?.containerPort, protocol: 'TCP' }]);
+  });
+
+  it('renders neither policy when off', () => {
+    expect(ofKind(template([]), 'NetworkPolicy')).toEqual([]);
+  });
+});
+
+describe('helmTest.podAnnotations', () => {
+  it('annotate the helm test pod (for a mesh) and keep its hook annotations', () => {
+    const pod = must(ofKind(template(['--set-string', 'helmTest.podAnnotations.sidecar\\.istio\\.io/inject=false']), 'Pod')[0], 'helm test pod');
+    expect(pod.metadata?.annotations).toMatchObject({ 'sidecar.istio.io/inject': 'false', 'helm.sh/hook': 'test' });
+  });
+});
+
+describe('updateStrategy', () => {
+  it('type=Recreate renders without rollingUpdate (the API server refuses both), and is a valid Deployment', () => {
+    const deployment = deploymentOf(['--set', 'updateStrategy.type=Recreate']);
+    expect(deployment.spec?.strategy).toEqual({ type: 'Recreate' });
+    validateObject(deployment);
+    expect(deploymentOf([]).spec?.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    expect(templateFails(['--set', 'updateStrategy.type=BlueGreen'])).toMatch(/updateStrategy/);
+  });
+});
+
+describe('custom resources whose API the cluster does not serve', () => {
+  it.each([
+    { value: 'monitoring.serviceMonitor.enabled', api: 'monitoring.coreos.com/v1/ServiceMonitor', kind: 'ServiceMonitor', extra: [] },
+    { value: 'httpRoute.enabled', api: 'gateway.networking.k8s.io/v1/HTTPRoute', kind: 'HTTPRoute', extra: ['--set', 'httpRoute.parentRefs[0].name=public'] },
+  ])('$value: refused with the value and the API named, rendered with --api-versions $api', ({ value, api, kind, extra }) => {
+    const without = helm(['template', 'products', chartDir, '--set', `${value}=true`, ...extra]);
+    expect(without.status).not.toBe(0);
+    expect(without.stderr).toContain(`${value} is true, but the cluster does not serve ${api}`);
+    expect(without.stderr).toContain(`pass --api-versions ${api}`);
+    const rendered = helm(['template', 'products', chartDir, '--api-versions', api, '--set', `${value}=true`, ...extra]);
+    expect(rendered.status, rendered.stderr).toBe(0);
+    expect(rendered.stdout).toContain(`kind: ${kind}`);
+  });
+});

@@ -1,0 +1,202 @@
+// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: the chart rendered with
+// diagnostics (and heap snapshots) on runs as the kubelet would run it, and an ephemeral container
+// made from that page's profile (the service's user, the pod's diagnostics volume; restricted: no
+// capabilities, no new privileges), sharing the pod's process and network namespaces as
+// `kubectl debug --target` does, sends the signals and copies the files out. The image's own Node
+// stands in for the debug image's busybox (nothing can be pulled here); it sends the same signals
+// and reads the same paths.
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { sampleValue, scrape } from '../support/exposition';
+import { docker, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, type RunningPod } from './docker-pod';
+import { DIAGNOSTICS_DOC, firstBlock } from './docs';
+import { findOne, mainContainer, must, podSpecOf, template } from './helm';
+
+/** A credential the pod holds, as the OTLP headers' API key would be. */
+const SECRET = `api-key=diag-${randomBytes(12).toString('hex')}`;
+const DIAGNOSTICS = ['--set', 'diagnostics.enabled=true', '--set', 'extraEnv[0].name=OTEL_EXPORTER_OTLP_HEADERS', '--set', `extraEnv[0].value=${SECRET}`];
+const HEAP_SNAPSHOTS = [...DIAGNOSTICS, '--set', 'diagnostics.heapSnapshot.enabled=true'];
+
+const pods = new Pods();
+beforeAll(() => pods.setUp(), 60_000);
+afterAll(() => pods.cleanUp());
+
+const deploymentWith = (args: string[]) => findOne(template([...IMAGE_VALUES, ...args], RELEASE, NAMESPACE), 'Deployment');
+
+/** The container profile docs/diagnostics.md gives `kubectl debug --custom`. */
+const profile = firstBlock(DIAGNOSTICS_DOC, 'Take a report or a heap snapshot', 'json') as {
+  securityContext: { runAsUser: number; runAsGroup: number };
+  volumeMounts: Array<{ name: string; mountPath: string }>;
+};
+const [profileMount] = profile.volumeMounts;
+
+/** The ephemeral container of each pod, started once, as `kubectl debug ... -- sleep` leaves one running. */
+const ephemeral = new Map<string, string>();
+
+/**
+ * Runs `script` in Node in the ephemeral container of `pod` (`kubectl exec -c diagnostics`): the
+ * pod's process namespace (the service is PID 1 there) and network namespace, the profile's user
+ * and volume, no capabilities, no new privileges, read-only.
+ */
+function debugContainer(pod: RunningPod, script: string): string {
+  let name = ephemeral.get(pod.name);
+  if (name === undefined) {
+    name = pods.containerName(`${pod.name}-diagnostics`);
+    const { runAsUser, runAsGroup } = profile.securityContext;
+    // The profile's volume, where the pod has it: the same directory on the node.
+    const volume = pod.translation.args.find(
+      (arg) => arg.includes(`destination=${profileMount?.mountPath},`) || arg.endsWith(`destination=${profileMount?.mountPath}`),
+    );
+    docker([
+      'run',
+      '--detach',
+      '--name',
+      name,
+      `--pid=container:${pod.name}`,
+      `--network=container:${pod.name}`,
+      '--user',
+      `${runAsUser}:${runAsGroup}`,
+      '--cap-drop',
+      'ALL',
+      '--security-opt',
+      'no-new-privileges',
+      '--read-only',
+      ...(volume === undefined ? [] : ['--mount', volume]),
+      '--entrypoint',
+      '/nodejs/bin/node',
+      IMAGE,
+      '-e',
+      'setInterval(() => {}, 3600_000)',
+    ]);
+    ephemeral.set(pod.name, name);
+  }
+  return docker(['exec', name, '/nodejs/bin/node', '-e', script]).stdout;
+}
+
+const kill = (pod: RunningPod, signal: string) => debugContainer(pod, `process.kill(1, ${JSON.stringify(signal)})`);
+/** `ls /diagnostics` from the ephemeral container. */
+const listDiagnostics = (pod: RunningPod): string[] =>
+  JSON.parse(debugContainer(pod, `console.log(JSON.stringify(require('fs').readdirSync('/diagnostics')))`)) as string[];
+/** The host directory behind the pod's diagnostics emptyDir (what the node holds). */
+const hostDiagnosticsDir = (pod: RunningPod): string => {
+  const mount = must(
+    pod.translation.args.find((arg) => arg.includes('destination=/diagnostics')),
+    'diagnostics mount',
+  );
+  return must(/source=([^,]+)/.exec(mount)?.[1], 'diagnostics host directory');
+};
+
+/** The service process's peak resident memory so far (VmHWM), read by the host kernel. */
+function peakRss(pod: RunningPod): number {
+  const pid = docker(['inspect', '--format', '{{.State.Pid}}', pod.name]).stdout.trim();
+  const kb = must(/^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1], 'VmHWM');
+  return Number(kb) * 1024;
+}
+
+async function stillServing(pod: RunningPod): Promise<void> {
+  expect((await fetch(`${pod.baseUrl}/health`)).status).toBe(200);
+  const res = await fetch(`${pod.baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  expect(res.status).toBe(201);
+  expect(docker(['inspect', '--format', '{{.State.Running}} {{.RestartCount}} {{.State.OOMKilled}}', pod.name]).stdout.trim()).toBe('true 0 false');
+}
+
+const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+describe('diagnostics.enabled with diagnostics.heapSnapshot.enabled', () => {
+  let pod: RunningPod;
+  beforeAll(async () => {
+    const deployment = deploymentWith(HEAP_SNAPSHOTS);
+    // The profile mounts the pod's volume by name, at the path the service writes to.
+    expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toContain(profileMount?.name);
+    expect(mainContainer(deployment).volumeMounts).toContainEqual({ name: profileMount?.name, mountPath: profileMount?.mountPath });
+    pod = await pods.start(deployment, { podName: 'products-product-service-diag-1' });
+  }, 120_000);
+
+  it('SIGUSR2 writes a report to /diagnostics, without the environment (no secret) or the network interfaces; the service keeps answering', async () => {
+    kill(pod, 'SIGUSR2');
+    const name = await vi.waitFor(
+      () => {
+        const found = listDiagnostics(pod).find((f) => /^report\..*\.json$/.test(f));
+        if (found === undefined) throw new Error(`no report yet; logs:\n${logsOf(pod.name)}`);
+        return found;
+      },
+      { timeout: 15_000, interval: 250 },
+    );
+    // Copied out as docs/diagnostics.md does it: cat through the ephemeral container.
+    const text = debugContainer(pod, `process.stdout.write(require('fs').readFileSync('/diagnostics/${name}'))`);
+    expect(text).toBe(readFileSync(join(hostDiagnosticsDir(pod), name), 'utf8'));
+    const report = JSON.parse(text) as { header: Record<string, unknown>; environmentVariables?: unknown; javascriptHeap?: unknown };
+    expect(report.header.event).toBe('SIGUSR2');
+    expect(report.header.networkInterfaces).toBeUndefined();
+    expect(report.environmentVariables).toBeUndefined();
+    expect(report.javascriptHeap).toBeDefined();
+    expect(text).not.toContain(SECRET);
+    await stillServing(pod);
+  });
+
+  it('SIGURG writes a heap snapshot (mode 0600) to /diagnostics, the root filesystem still read-only; the service keeps answering', async () => {
+    const heapUsed = must(sampleValue(await scrape(pod.metricsUrl), 'nodejs_heap_size_used_bytes'), 'nodejs_heap_size_used_bytes');
+    const rssBefore = peakRss(pod);
+    const dir = hostDiagnosticsDir(pod);
+    const started = performance.now();
+    kill(pod, 'SIGURG');
+    // The snapshot is written on the event loop: /health waits for it.
+    const healthDuring = fetch(`${pod.baseUrl}/health`).then((res) => ({ status: res.status, seconds: (performance.now() - started) / 1000 }));
+    // Complete once it parses: V8 writes it as it walks the heap. Read as the service's user (the
+    // file is the user's alone), from the ephemeral container.
+    const complete = `const fs = require('fs');
+      const name = fs.readdirSync('/diagnostics').find((f) => f.endsWith('.heapsnapshot'));
+      JSON.parse(fs.readFileSync('/diagnostics/' + name, 'utf8'));
+      console.log(name);`;
+    const name = await vi.waitFor(() => debugContainer(pod, complete).trim(), { timeout: 60_000, interval: 100 });
+    const seconds = (performance.now() - started) / 1000;
+    const size = statSync(join(dir, name)).size;
+    const health = await healthDuring;
+    console.log(
+      `heap snapshot: ${mb(size)} file for ${mb(heapUsed)} of heap in use, complete ${seconds.toFixed(1)} s after the signal; ` +
+        `/health sent just after the signal answered ${health.status} after ${health.seconds.toFixed(1)} s; peak RSS ${mb(rssBefore)} before, ${mb(peakRss(pod))} after`,
+    );
+    expect(health.status).toBe(200);
+    expect(listDiagnostics(pod)).toContain(name);
+    // Only the service's user may read it.
+    expect(statSync(join(dir, name)).mode & 0o777).toBe(0o600);
+    // Copied out as the page says (cat through the ephemeral container): the whole file.
+    const copy = debugContainer(pod, `process.stdout.write(require('fs').readFileSync('/diagnostics/${name}'))`);
+    expect(Buffer.byteLength(copy)).toBe(size);
+    expect(copy.startsWith('{"snapshot":{"meta":')).toBe(true);
+    // Nothing was written anywhere else: the service's root filesystem is read-only.
+    expect(debugContainer(pod, `try { require('fs').writeFileSync('/proc/1/root/app/x', 'x') } catch (e) { console.log(e.code) }`).trim()).toBe('EROFS');
+    // And deleted as the page says.
+    debugContainer(pod, `require('fs').rmSync('/diagnostics/${name}')`);
+    expect(readdirSync(dir)).not.toContain(name);
+    await stillServing(pod);
+  });
+});
+
+describe('diagnostics.enabled alone', () => {
+  it('SIGURG does nothing (no heap snapshot, no exit); SIGUSR2 still writes the report', async () => {
+    const pod = await pods.start(deploymentWith(DIAGNOSTICS), { podName: 'products-product-service-diag-2' });
+    kill(pod, 'SIGURG');
+    kill(pod, 'SIGUSR2');
+    await vi.waitFor(() => expect(listDiagnostics(pod).some((f) => f.startsWith('report.'))).toBe(true), { timeout: 15_000, interval: 250 });
+    expect(listDiagnostics(pod).filter((f) => f.endsWith('.heapsnapshot'))).toEqual([]);
+    await stillServing(pod);
+  });
+});
+
+describe('the chart defaults (no diagnostics)', () => {
+  it('SIGUSR1 opens no inspector that another container of the pod could reach, and does not stop the service', async () => {
+    const deployment = deploymentWith([]);
+    expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toEqual(['tmp']);
+    expect(mainContainer(deployment).volumeMounts?.map((m) => m.mountPath)).toEqual(['/tmp']);
+    const pod = await pods.start(deployment, { podName: 'products-product-service-plain-1' });
+    kill(pod, 'SIGUSR1');
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const connect = `require('net').connect(9229, '127.0.0.1').on('connect', () => console.log('open')).on('error', (e) => console.log(e.code))`;
+    expect(debugContainer(pod, connect).trim()).toBe('ECONNREFUSED');
+    expect(logsOf(pod.name)).not.toMatch(/Debugger listening/);
+    await stillServing(pod);
+  });
+});

@@ -1,0 +1,141 @@
+// Runs pods of the rendered chart on the Docker engine as the kubelet would (pod-to-docker.ts), for
+// the chart tests that start the image: docker-run, private-ca and diagnostics. Each test file
+// makes one Pods: its own network (where the Service name resolves to the pod, as cluster DNS
+// resolves it), its containers and the host directories of their volumes, removed by cleanup().
+//
+// Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
+// the container tests (`npm run test:container`), which .ci/run runs first.
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import { DOCKER, requireDockerEngine } from '../container/docker-host';
+import { mainContainer, must, podSpecOf } from './helm';
+import { commandArgs, probeUntil, translatePod, type Translation } from './pod-to-docker';
+
+export const IMAGE = 'product-service:test';
+/** Values that make the chart run that image, never pulled. */
+export const IMAGE_VALUES = ['--set', 'image.repository=product-service', '--set', 'image.tag=test', '--set', 'image.pullPolicy=Never'];
+export const RELEASE = 'products';
+export const NAMESPACE = 'shop';
+
+export interface DockerRun {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function docker(args: string[], allowFailure = false): DockerRun {
+  const run = spawnSync(DOCKER, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (run.error) throw run.error;
+  if (!allowFailure && run.status !== 0) throw new Error(`docker ${args.join(' ')} failed (${run.status}): ${run.stderr}`);
+  return run;
+}
+
+/** The end of a container's output, for failure messages. */
+export function logsOf(name: string): string {
+  const run = docker(['logs', name], true);
+  return `${run.stdout}${run.stderr}`.slice(-4000);
+}
+
+/** The loopback address and port Docker published `containerPort` of container `name` on. */
+export function hostPort(name: string, containerPort: number): string {
+  const [first = ''] = docker(['port', name, `${containerPort}/tcp`])
+    .stdout.trim()
+    .split('\n');
+  return first.replace('0.0.0.0', '127.0.0.1');
+}
+
+export interface RunningPod {
+  /** The container's name. */
+  name: string;
+  baseUrl: string;
+  metricsUrl: string;
+  translation: Translation;
+  /** Seconds until the startup probe passed. */
+  secondsToStart: number;
+}
+
+export interface PodOptions {
+  podName: string;
+  nodeName?: string;
+  /** The files of the pod's ConfigMap and Secret volumes, by volume name. */
+  sources?: Record<string, string>;
+  /** More `docker run` flags (for example ADD_HOST_ARGS). */
+  dockerArgs?: readonly string[];
+  /** A name that resolves to this pod on the network, as a Service name does. */
+  alias?: string;
+}
+
+export class Pods {
+  readonly network = `chart-test-${randomBytes(4).toString('hex')}`;
+  private readonly containers: string[] = [];
+  private readonly volumeRoots: string[] = [];
+
+  /** Checks the engine and the image (failing, never skipping, when either is missing) and creates the network. */
+  setUp(): void {
+    requireDockerEngine();
+    if (docker(['image', 'inspect', IMAGE], true).status !== 0) {
+      throw new Error(`Image ${IMAGE} is missing. Build it with the container tests first: npm run test:container`);
+    }
+    docker(['network', 'create', this.network]);
+  }
+
+  /** A fresh name for a container this object removes in cleanup(). */
+  containerName(role: string): string {
+    const name = `${this.network}-${role}`;
+    this.containers.push(name);
+    return name;
+  }
+
+  /** `translatePod` with a fresh host directory for the pod's emptyDirs. */
+  translate(deployment: IDeployment, options: PodOptions): Translation {
+    const root = mkdtempSync(join(tmpdir(), 'chart-pod-volumes-'));
+    this.volumeRoots.push(root);
+    const identity = { podName: options.podName, namespace: NAMESPACE, nodeName: options.nodeName ?? 'node-a' };
+    return translatePod(podSpecOf(deployment), mainContainer(deployment).name, identity, { emptyDirRoot: root, sources: options.sources });
+  }
+
+  /** Starts the Deployment's pod and waits for its startup probe, as the kubelet would. */
+  async start(deployment: IDeployment, options: PodOptions): Promise<RunningPod> {
+    const container = mainContainer(deployment);
+    const translation = this.translate(deployment, options);
+    const name = this.containerName(options.podName);
+    const alias = options.alias === undefined ? [] : ['--network-alias', options.alias];
+    const podSpec = podSpecOf(deployment);
+    docker([
+      'run',
+      '--detach',
+      '--name',
+      name,
+      '--network',
+      this.network,
+      ...alias,
+      ...(options.dockerArgs ?? []),
+      ...translation.args,
+      IMAGE,
+      ...commandArgs(podSpec, container.name),
+    ]);
+    const port = (portName: string) =>
+      must(
+        container.ports?.find((p) => p.name === portName),
+        `port ${portName}`,
+      ).containerPort;
+    const baseUrl = `http://${hostPort(name, port('http'))}`;
+    const metricsUrl = `http://${hostPort(name, port('metrics'))}/metrics`;
+    try {
+      const secondsToStart = await probeUntil('startupProbe', must(container.startupProbe, 'startupProbe'), baseUrl);
+      return { name, baseUrl, metricsUrl, translation, secondsToStart };
+    } catch (err) {
+      throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
+    }
+  }
+
+  cleanUp(): void {
+    for (const name of this.containers) docker(['rm', '--force', name], true);
+    docker(['network', 'rm', this.network], true);
+    for (const root of this.volumeRoots) rmSync(root, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,171 @@
+// A collector behind TLS with a private CA: the chart README's recipe (extraVolumes,
+// extraVolumeMounts, OTEL_EXPORTER_OTLP_CERTIFICATE and NODE_EXTRA_CA_CERTS), rendered and run as
+// the kubelet would run it (read-only root, uid 65532, no capabilities, the CA's ConfigMap mounted),
+// against an OTLP receiver over HTTPS whose certificate a CA made by this test signed. With the
+// CA the spans arrive; without it the TLS failure is counted in the otel_sdk_* metrics and requests
+// are still answered.
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { stringify } from 'yaml';
+import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME } from '../container/docker-host';
+import { sampleValue, samples, scrape } from '../support/exposition';
+import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
+import { docker, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE } from './docker-pod';
+import { readmeYamlBlock } from './docs';
+import { findOne, mainContainer, must, podSpecOf, template } from './helm';
+
+/** The recipe's values, as the chart README shows them. */
+const recipe = readmeYamlBlock('A collector behind a private CA') as {
+  otel: { endpoint: string };
+  extraVolumes: Array<{ name: string; configMap?: { name: string } }>;
+  extraVolumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
+  extraEnv: Array<{ name: string; value: string }>;
+};
+/** Spans leave every 200 ms instead of every 5 s. */
+const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };
+
+const pods = new Pods();
+const scratch = mkdtempSync(join(tmpdir(), 'chart-private-ca-'));
+/** The files of the CA's ConfigMap, as the kubelet projects them into the volume. */
+const caConfigMap = join(scratch, 'configmap');
+let receiver: OtlpReceiver;
+let endpoint = '';
+
+function openssl(args: string[]): void {
+  const run = spawnSync('openssl', args, { cwd: scratch, encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`openssl ${args.join(' ')} failed: ${run.stderr}`);
+}
+
+/** `openssl req` flags for a new P-256 key, unencrypted. */
+const NEW_EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
+/** A test CA, and a certificate it signs for the name containers reach the receiver by. */
+function makeCertificates(): { key: Buffer; cert: Buffer; ca: Buffer } {
+  openssl(['req', '-x509', ...NEW_EC_KEY, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=product-service test CA']);
+  openssl(['req', ...NEW_EC_KEY, '-keyout', 'server.key', '-out', 'server.csr', '-subj', `/CN=${HOST_NAME}`]);
+  writeFileSync(join(scratch, 'server.ext'), `subjectAltName=DNS:${HOST_NAME}\nextendedKeyUsage=serverAuth\n`);
+  openssl([
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '1',
+    '-extfile',
+    'server.ext',
+  ]);
+  const read = (file: string) => readFileSync(join(scratch, file));
+  return { key: read('server.key'), cert: read('server.crt'), ca: read('ca.crt') };
+}
+
+/** The rendered Deployment for `values` (written to a values file, as a user would). */
+function deploymentWith(values: object) {
+  const file = join(scratch, `values-${randomBytes(4).toString('hex')}.yaml`);
+  writeFileSync(file, stringify(values));
+  return findOne(template([...IMAGE_VALUES, '--values', file], RELEASE, NAMESPACE), 'Deployment');
+}
+
+async function postProduct(baseUrl: string, traceId: string): Promise<number> {
+  const res = await fetch(`${baseUrl}/product`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+    body: '{}',
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+beforeAll(async () => {
+  pods.setUp();
+  const { key, cert, ca } = makeCertificates();
+  // The ConfigMap's one key, ca.crt, projected read-only (directory 0755, file 0644 as the kubelet's defaultMode).
+  const volume = must(recipe.extraVolumes[0], 'the recipe volume');
+  mkdirSync(caConfigMap);
+  writeFileSync(join(caConfigMap, 'ca.crt'), ca, { mode: 0o644 });
+  chmodSync(caConfigMap, 0o755);
+  expect(volume.configMap?.name, 'the recipe mounts a ConfigMap').toBeTruthy();
+  receiver = await startOtlpReceiver('ok', { host: bridgeAddress(), tls: { key, cert } });
+  endpoint = `https://${HOST_NAME}:${new URL(receiver.url).port}`;
+}, 120_000);
+
+afterAll(async () => {
+  pods.cleanUp();
+  await receiver.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe("the chart README's private-CA recipe", () => {
+  it('mounts the CA read-only and points both variables at it', () => {
+    const deployment = deploymentWith(recipe);
+    const container = mainContainer(deployment);
+    const mount = must(
+      container.volumeMounts?.find((m) => m.name === recipe.extraVolumes[0]?.name),
+      'CA mount',
+    );
+    expect(mount.readOnly).toBe(true);
+    const caFile = must(container.env?.find((e) => e.name === 'OTEL_EXPORTER_OTLP_CERTIFICATE')?.value, 'OTEL_EXPORTER_OTLP_CERTIFICATE');
+    expect(caFile.startsWith(`${mount.mountPath}/`)).toBe(true);
+    expect(container.env?.find((e) => e.name === 'NODE_EXTRA_CA_CERTS')?.value).toBe(caFile);
+    expect(podSpecOf(deployment).securityContext).toMatchObject({ runAsUser: 65532, runAsNonRoot: true });
+    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+  });
+
+  it('run as the kubelet would run it: spans of a traced request reach the collector over HTTPS', async () => {
+    const deployment = deploymentWith({ ...recipe, otel: { ...recipe.otel, endpoint }, extraEnv: [...recipe.extraEnv, FAST_EXPORT] });
+    const pod = await pods.start(deployment, {
+      podName: 'products-product-service-ca-1',
+      sources: { [must(recipe.extraVolumes[0], 'volume').name]: caConfigMap },
+      dockerArgs: ADD_HOST_ARGS,
+    });
+    const traceId = randomBytes(16).toString('hex');
+    expect(await postProduct(pod.baseUrl, traceId)).toBe(201);
+    try {
+      await receiver.waitForSpans((span) => span.traceId === traceId, 1, 20_000);
+    } catch (err) {
+      throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(pod.name)}`, { cause: err });
+    }
+    const metrics = await scrape(pod.metricsUrl);
+    expect(sampleValue(metrics, 'otel_sdk_exporter_span_exported_total')).toBeGreaterThanOrEqual(1);
+    expect(samples(metrics, 'otel_sdk_exporter_span_exported_total').filter((s) => s.labels.error_type !== undefined && s.value > 0)).toEqual([]);
+  });
+});
+
+describe('without the CA', () => {
+  it('the TLS failure is counted in otel_sdk_exporter_span_exported_total{error_type}, no span arrives, and requests are still answered', async () => {
+    const deployment = deploymentWith({ otel: { endpoint }, extraEnv: [FAST_EXPORT] });
+    expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toEqual(['tmp']);
+    const pod = await pods.start(deployment, { podName: 'products-product-service-noca-1', dockerArgs: ADD_HOST_ARGS });
+    const traceId = randomBytes(16).toString('hex');
+    for (let i = 0; i < 5; i++) expect(await postProduct(pod.baseUrl, traceId)).toBe(201);
+    const failed = await vi.waitFor(
+      async () => {
+        const exposition = await scrape(pod.metricsUrl);
+        const errors = samples(exposition, 'otel_sdk_exporter_span_exported_total').filter((s) => s.labels.error_type !== undefined && s.value > 0);
+        expect(errors.length, `no failed export counted yet:\n${exposition}`).toBeGreaterThan(0);
+        return { errors, exposition };
+      },
+      { timeout: 30_000, interval: 500 },
+    );
+    console.log(`without the CA: ${JSON.stringify(failed.errors)}`);
+    expect(sampleValue(failed.exposition, 'otel_sdk_exporter_span_exported_total')).toBe(0);
+    expect(samples(failed.exposition, 'otel_sdk_processor_span_processed_total').some((s) => s.labels.error_type === failed.errors[0]?.labels.error_type)).toBe(
+      true,
+    );
+    expect(receiver.spans.filter((span) => span.traceId === traceId)).toEqual([]);
+    expect((await fetch(`${pod.baseUrl}/health`)).status).toBe(200);
+    expect(await postProduct(pod.baseUrl, traceId)).toBe(201);
+    // The failure is explained on stderr, once.
+    expect(docker(['logs', pod.name]).stderr).toMatch(/certificate/i);
+  });
+});

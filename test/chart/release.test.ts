@@ -1,0 +1,193 @@
+// The release steps the release workflow runs, run here the same way: scripts/release/plan.mjs
+// (which tag publishes what, and which must publish nothing) on scratch git repositories, and
+// scripts/release/package-chart.mjs, whose package is then used as a stranger would use it: copied
+// alone into an empty directory and rendered with no values.
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { ROOT } from '../support/paths';
+import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests } from './helm';
+
+const scratch = mkdtempSync(join(tmpdir(), 'chart-release-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Files under `dir`, following symlinks (stat, not lstat), as helm reads the chart. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? filesUnder(path) : [path];
+  });
+}
+
+const node = (script: string, args: string[], cwd = ROOT) => spawnSync(process.execPath, [join(ROOT, script), ...args], { cwd, encoding: 'utf8' });
+
+describe('scripts/release/plan.mjs', () => {
+  let repoCount = 0;
+
+  /** A scratch repository: main with `versions` as successive package.json versions, a side branch, and `tags` (name -> commit index on main, or 'side'). */
+  function repository(versions: string[], tags: Record<string, number | 'side'>): string {
+    const dir = join(scratch, `repo-${repoCount++}`);
+    const git = (...args: string[]) => {
+      const run = spawnSync('git', args, { cwd: dir, encoding: 'utf8' });
+      if (run.status !== 0) throw new Error(`git ${args.join(' ')}: ${run.stderr}`);
+      return run.stdout.trim();
+    };
+    spawnSync('git', ['init', '--quiet', '--initial-branch', 'main', dir]);
+    git('config', 'user.email', 'release-test@example.com');
+    git('config', 'user.name', 'release test');
+    const commits = versions.map((version) => {
+      writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'product-service', version }));
+      git('add', 'package.json');
+      git('commit', '--quiet', '--allow-empty', '-m', `version ${version}`);
+      return git('rev-parse', 'HEAD');
+    });
+    git('checkout', '--quiet', '-b', 'side');
+    writeFileSync(join(dir, 'side.txt'), 'not reviewed');
+    git('add', 'side.txt');
+    git('commit', '--quiet', '-m', 'side');
+    const side = git('rev-parse', 'HEAD');
+    git('checkout', '--quiet', 'main');
+    for (const [name, at] of Object.entries(tags)) git('tag', name, at === 'side' ? side : must(commits[at], `commit ${at}`));
+    return dir;
+  }
+
+  const plan = (dir: string, tag: string) => node('scripts/release/plan.mjs', ['--tag', tag, '--main', 'main', '--repo', dir]);
+  const outputs = (stdout: string) =>
+    Object.fromEntries(
+      stdout
+        .trim()
+        .split('\n')
+        .map((line) => line.split('=') as [string, string]),
+    );
+
+  it('v1.2.3 on main with package.json 1.2.3: the image and the chart 1.2.3', () => {
+    const run = plan(repository(['1.2.2', '1.2.3'], { 'v1.2.2': 0, 'v1.2.3': 1 }), 'v1.2.3');
+    expect(run.status, run.stderr).toBe(0);
+    expect(outputs(run.stdout)).toEqual({ kind: 'app', version: '1.2.3', image_version: '1.2.3', prerelease: 'false' });
+  });
+
+  it('a pre-release tag is marked as one', () => {
+    const run = plan(repository(['1.3.0-rc.1'], { 'v1.3.0-rc.1': 0 }), 'v1.3.0-rc.1');
+    expect(outputs(run.stdout)).toMatchObject({ kind: 'app', version: '1.3.0-rc.1', prerelease: 'true' });
+  });
+
+  it("chart-v1.2.4: the chart alone, running the released image of package.json's version", () => {
+    const run = plan(repository(['1.2.3', '1.2.3'], { 'v1.2.3': 0, 'chart-v1.2.4': 1 }), 'chart-v1.2.4');
+    expect(run.status, run.stderr).toBe(0);
+    expect(outputs(run.stdout)).toEqual({ kind: 'chart', version: '1.2.4', image_version: '1.2.3', prerelease: 'false' });
+  });
+
+  it.each<{ what: string; versions: string[]; tags: Record<string, number | 'side'>; tag: string; message: RegExp }>([
+    {
+      what: 'a tag off main',
+      versions: ['1.2.3'],
+      tags: { 'v1.2.3': 'side' },
+      tag: 'v1.2.3',
+      message: /not on main: releases are made from main only/,
+    },
+    { what: 'a package.json of another version', versions: ['1.2.2'], tags: { 'v1.2.3': 0 }, tag: 'v1.2.3', message: /package.json at that commit says 1.2.2/ },
+    {
+      what: 'a version a chart-only release already took',
+      versions: ['1.2.3', '1.2.4'],
+      tags: { 'v1.2.3': 0, 'chart-v1.2.4': 0, 'v1.2.4': 1 },
+      tag: 'v1.2.4',
+      message: /must be greater than every earlier release, but chart-v1.2.4 exist/,
+    },
+    { what: 'a version below a released one', versions: ['1.2.0', '1.1.9'], tags: { 'v1.2.0': 0, 'v1.1.9': 1 }, tag: 'v1.1.9', message: /but v1.2.0 exist/ },
+    {
+      what: 'a chart-only release of an image never released',
+      versions: ['1.2.3', '1.2.4'],
+      tags: { 'v1.2.3': 0, 'chart-v1.2.5': 1 },
+      tag: 'chart-v1.2.5',
+      message: /would run image 1.2.4 \(package.json's version\), which no v1.2.4 tag has released/,
+    },
+    { what: 'a tag that is not SemVer', versions: ['1.2.0'], tags: { 'v1.2': 0 }, tag: 'v1.2', message: /is not a release tag/ },
+  ])('refuses $what, in one line', ({ versions, tags, tag, message }) => {
+    const run = plan(repository(versions, tags), tag);
+    expect(run.status).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(message);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
+
+describe('scripts/release/package-chart.mjs', () => {
+  const digest = `sha256:${'3c'.repeat(32)}`;
+  const image = `ghcr.io/acme-corp/product-service:1.2.3@${digest}`;
+  const release = ['--version', '1.2.3', '--app-version', '1.2.3', '--repository', 'https://github.com/Acme-Corp/product-service', '--image-digest', digest];
+  /** Every file of the source chart, through its symlinks into deploy/: a release must change none of them. */
+  const source = () => filesUnder(chartDir).map((f) => [f, readFileSync(f, 'utf8')]);
+  const before = source();
+  const run = node('scripts/release/package-chart.mjs', [...release, '--destination', join(scratch, 'dist'), '--helm', helmBin]);
+  if (run.status !== 0) throw new Error(`package-chart failed: ${run.stderr}`);
+  const packaged = run.stdout.trim();
+
+  // A stranger's directory: the package and nothing else.
+  const stranger = mkdtempSync(join(scratch, 'stranger-'));
+  copyFileSync(packaged, join(stranger, basename(packaged)));
+  const inStranger = (args: string[]) => helm(args, stranger);
+
+  it('writes product-service-1.2.3.tgz and leaves the source chart (and the deploy/ files it links to) as they were', () => {
+    expect(basename(packaged)).toBe('product-service-1.2.3.tgz');
+    expect(source()).toEqual(before);
+  });
+
+  it('renders with no values, no CRDs and no repository around it, running the pushed image by digest, the helm test pod too', () => {
+    const rendered = inStranger(['template', 'products', `./${basename(packaged)}`, '--namespace', 'shop']);
+    expect(rendered.status, rendered.stderr).toBe(0);
+    const objects = parseManifests(rendered.stdout);
+    expect(mainContainer(findOne(objects, 'Deployment')).image).toBe(image);
+    expect(ofKind(objects, 'Pod').map((pod) => pod.spec?.containers[0]?.image)).toEqual([image]);
+    for (const obj of objects) {
+      expect(obj.metadata.labels?.['helm.sh/chart'], obj.kind).toBe('product-service-1.2.3');
+      expect(obj.metadata.labels?.['app.kubernetes.io/version'], obj.kind).toBe('1.2.3');
+    }
+    const lint = inStranger(['lint', '--strict', `./${basename(packaged)}`]);
+    expect(lint.status, lint.stdout).toBe(0);
+  });
+
+  it('says where it comes from: version, appVersion, home, sources and the Artifact Hub annotations', () => {
+    const show = inStranger(['show', 'chart', `./${basename(packaged)}`]);
+    expect(show.status, show.stderr).toBe(0);
+    const chart = parse(show.stdout) as Record<string, unknown> & { annotations: Record<string, string> };
+    expect(chart).toMatchObject({
+      version: '1.2.3',
+      appVersion: '1.2.3',
+      home: 'https://github.com/Acme-Corp/product-service',
+      sources: ['https://github.com/Acme-Corp/product-service'],
+    });
+    expect(parse(must(chart.annotations['artifacthub.io/images'], 'images annotation'))).toEqual([{ name: 'product-service', image }]);
+    expect(chart.annotations['artifacthub.io/prerelease']).toBe('false');
+    expect(chart.annotations['artifacthub.io/license']).toBe('Apache-2.0');
+    const links = parse(must(chart.annotations['artifacthub.io/links'], 'links annotation')) as Array<{ url: string }>;
+    for (const { url } of links) expect(url).toMatch(/^https:\/\/github\.com\/Acme-Corp\/product-service(\/blob\/v1\.2\.3\/|$)/);
+  });
+
+  it("ships a README naming this repository's registry, and a parameters table showing the stamped image", () => {
+    const readme = inStranger(['show', 'readme', `./${basename(packaged)}`]).stdout;
+    expect(readme).not.toContain('example-org');
+    expect(readme).toContain('helm install products oci://ghcr.io/acme-corp/charts/product-service --version');
+    expect(readme).toContain('| `image.repository` | string | `"ghcr.io/acme-corp/product-service"` |');
+    expect(readme).toContain(`| \`image.digest\` | string | \`"${digest}"\` |`);
+  });
+
+  it('refuses a missing or malformed digest, in one line naming it', () => {
+    const missing = node('scripts/release/package-chart.mjs', [
+      '--version',
+      '1.2.3',
+      '--app-version',
+      '1.2.3',
+      '--repository',
+      'https://github.com/a/b',
+      '--destination',
+      scratch,
+    ]);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toBe('package-chart: --image-digest is missing: expected the pushed image digest, sha256:<64 hex digits>\n');
+    const malformed = node('scripts/release/package-chart.mjs', [...release.slice(0, -1), 'sha256:abc', '--destination', scratch]);
+    expect(malformed.stderr).toBe('package-chart: --image-digest "sha256:abc": expected the pushed image digest, sha256:<64 hex digits>\n');
+  });
+});
