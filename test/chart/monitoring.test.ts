@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths';
-import { chartDir, findOne, helm, must, ofKind, template } from './helm';
+import { CRD_APIS, chartDir, findOne, helm, must, ofKind, template } from './helm';
 import { validateObject } from './validate';
 
 const MONITORING = [
@@ -180,8 +180,8 @@ describe('a copy of the chart directory', () => {
     // Copied as a GitOps repository or a vendoring tool would: symlinks kept as links, so one
     // pointing outside the chart would break the copy.
     cpSync(chartDir, join(copy, 'product-service'), { recursive: true, verbatimSymlinks: true });
-    const fromCopy = helm(['template', 'products', join(copy, 'product-service'), '--namespace', 'shop', ...MONITORING]);
-    const fromRepository = helm(['template', 'products', chartDir, '--namespace', 'shop', ...MONITORING]);
+    const fromCopy = helm(['template', 'products', join(copy, 'product-service'), '--namespace', 'shop', ...MONITORING, ...CRD_APIS]);
+    const fromRepository = helm(['template', 'products', chartDir, '--namespace', 'shop', ...MONITORING, ...CRD_APIS]);
     expect(fromCopy.status, fromCopy.stderr).toBe(0);
     expect(fromCopy.stdout).toBe(fromRepository.stdout);
     expect(fromCopy.stdout).toContain('kind: PrometheusRule');
