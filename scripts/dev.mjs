@@ -30,7 +30,29 @@ if (unknown.length > 0) {
   process.exit(2);
 }
 
+/**
+ * Writes a build's output only when the build succeeded, and only the files that changed. esbuild
+ * would delete a watched build's output when a rebuild fails (evanw/esbuild#3643): here a build
+ * error leaves the last good build, and the service running it, in place (the workaround of
+ * https://github.com/evanw/esbuild/issues/4098). And node --watch restarts only for a real change.
+ * @type {esbuild.Plugin}
+ */
+const writeWhenBuilt = {
+  name: 'write-when-built',
+  setup(build) {
+    build.onEnd((result) => {
+      if (result.errors.length > 0) return;
+      for (const file of result.outputFiles ?? []) {
+        if (fs.existsSync(file.path) && fs.readFileSync(file.path).equals(file.contents)) continue;
+        fs.mkdirSync(path.dirname(file.path), { recursive: true });
+        fs.writeFileSync(file.path, file.contents);
+      }
+    });
+  },
+};
+
 fs.rmSync(OUT, { recursive: true, force: true });
+const telemetryBundle = telemetryBundleOptions(path.join(ROOT, 'src', 'observability', 'telemetry.ts'), path.join(OUT, 'observability', 'telemetry.bundle.js'));
 const builders = await Promise.all([
   esbuild.context({
     absWorkingDir: ROOT,
@@ -42,8 +64,10 @@ const builders = await Promise.all([
     target: 'node22',
     sourcemap: true,
     logLevel: 'warning',
+    write: false,
+    plugins: [writeWhenBuilt],
   }),
-  esbuild.context(telemetryBundleOptions(path.join(ROOT, 'src', 'observability', 'telemetry.ts'), path.join(OUT, 'observability', 'telemetry.bundle.js'))),
+  esbuild.context({ ...telemetryBundle, write: false, plugins: [...(telemetryBundle.plugins ?? []), writeWhenBuilt] }),
 ]);
 // The first build must exist before node starts; later ones are picked up by node --watch.
 await Promise.all(builders.map((builder) => builder.rebuild())).catch(() => process.exit(1));

@@ -2,8 +2,9 @@
 // test changes; it builds its own dist-dev/, so no build is needed.
 //
 // The development loop as a developer meets it: the service started through the entry point
-// (telemetry first), its log lines pretty, a change under src/ served after a restart, a debugger
-// on --inspect, and Ctrl-C ending it all with exit code 0.
+// (telemetry first), its log lines pretty, a change that does not build reported while the last
+// good build keeps serving, a change under src/ served after a restart, a debugger on --inspect,
+// and Ctrl-C ending it all with exit code 0.
 import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +19,7 @@ symlinkSync(join(ROOT, 'node_modules'), join(scratch, 'node_modules'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('npm run dev', () => {
-  it('serves with pretty log lines, restarts on a change under src/, opens the debugger on --inspect, and Ctrl-C exits 0', async () => {
+  it('serves with pretty log lines, keeps serving through a build error, restarts on a change, opens the debugger, and exits 0 on Ctrl-C', async () => {
     const port = await freePort();
     const dev = spawn(process.execPath, [join(scratch, 'scripts', 'dev.mjs'), '--inspect=127.0.0.1:0'], {
       cwd: scratch,
@@ -44,8 +45,14 @@ describe('npm run dev', () => {
       expect(stdout.split('\n').filter((line) => line.startsWith('{'))).toEqual([]);
       expect(stderr).toMatch(/Debugger listening on ws:\/\/127\.0\.0\.1:\d+\//);
 
+      // A change that does not build is reported, and the last good build keeps serving.
       const routes = join(scratch, 'src', 'http', 'routes.ts');
-      writeFileSync(routes, readFileSync(routes, 'utf8').replace("ctx.body = 'ok';", "ctx.body = 'ok, changed';"));
+      const source = readFileSync(routes, 'utf8');
+      writeFileSync(routes, `${source}\nconst broken = ;\n`);
+      await vi.waitFor(() => expect(stderr).toMatch(/ERROR.*\n[\s\S]*src\/http\/routes\.ts/), { timeout: 10_000 });
+      expect(await health()).toBe('ok');
+
+      writeFileSync(routes, source.replace("ctx.body = 'ok';", "ctx.body = 'ok, changed';"));
       await vi.waitFor(async () => expect(await health()).toBe('ok, changed'), { timeout: 20_000, interval: 50 });
       expect(stdout).toContain('INFO: shutdown complete');
     } finally {
