@@ -125,8 +125,9 @@ async function bundle() {
   console.log(`${path.relative(ROOT, outfile)}: ${inputs.length} modules, ${(bytes / 1e6).toFixed(1)} MB`);
 }
 
-// Run as a script (npm run build); scripts/dev.mjs imports telemetryBundleOptions only.
-if (process.argv[1] === import.meta.filename) {
+// Run as a script (npm run build); scripts/dev.mjs imports telemetryBundleOptions only. Real paths,
+// so that a checkout reached through a symbolic link still builds.
+if (process.argv[1] !== undefined && fs.realpathSync(process.argv[1]) === fs.realpathSync(import.meta.filename)) {
   tsc();
   await bundle();
 }
