@@ -50,6 +50,11 @@ export interface Refusal {
   readonly headers?: Readonly<Record<string, string>>;
   /** Node's parser error code, when its parser rejected the request. */
   readonly code?: string;
+  /**
+   * The request had reached the application (a 408 while its body was being read): the
+   * application records it too, with this status, in the histogram, the span and its log line.
+   */
+  readonly inApplication?: boolean;
 }
 
 /** The log line of every refusal: at debug when answered, at warn when the connection is closed unanswered. */
@@ -118,13 +123,13 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   };
 
   const refuse = (target: ServerResponse | Duplex, refusal: Refusal): void => {
-    const { status, detail, code } = refusal;
+    const { status, detail, code, inApplication } = refusal;
     if (status === undefined) {
       logger.warn({ detail, code }, REFUSAL_LOG_MESSAGE);
       (target instanceof ServerResponse ? target.req.socket : target).destroy();
       return;
     }
-    logger.debug({ status, detail, code }, REFUSAL_LOG_MESSAGE);
+    logger.debug({ status, detail, code, in_application: inApplication }, REFUSAL_LOG_MESSAGE);
     const answer = problemAnswer(status, detail, { ...refusal.headers, Connection: 'close' });
     if (target instanceof ServerResponse) {
       sendProblem(target, answer);
@@ -167,7 +172,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     const status = clientErrorStatus(error);
     const state = stateOf(socket);
     if (state !== undefined) state.closedWith = status;
-    refuse(socket, { status, detail: clientErrorDetail(status), code: error.code });
+    refuse(socket, { status, detail: clientErrorDetail(status), code: error.code, inApplication: currentResponse(socket) !== undefined });
   });
 
   return {
