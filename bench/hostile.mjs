@@ -2,8 +2,8 @@
 // to survive, run against the built service started as production starts it (`node dist/main.js`,
 // pinned to core 0; clients, probes and this harness on core 1). For each case it records what was
 // sent, what came back, the peak RSS of the service (VmRSS every 100 ms) and a verdict, writes
-// bench/results/hostile.md, bench/results/hostile.json and the README block of the same table, and exits 1 if any case did not get the
-// expected answer.
+// bench/results/hostile.md, bench/results/hostile.json and the same table into docs/reliability.md, and exits 1 if any case did not
+// get the expected answer.
 //
 // Usage: npm run build && sh scripts/node.sh bench/hostile.mjs [--only 1,5,7]
 //
@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { LOAD_CORE, RESULTS, ROOT, SERVER_CORE, machineInfo, pinToLoadCore } from './lib.mjs';
-import { writeBlock } from './readme-block.mjs';
+import { writeBlock } from './markdown-block.mjs';
 import { badConfiguration, forcedSampling, hangingCollector, shutdownUnderLoad, stuckStdout } from './hostile/environment-cases.mjs';
 import { WORK, runClass, takeSnapshot } from './hostile/harness.mjs';
 import { clientDrops, httpEdgeCases, oversizedBodies, pipeliningFlood, requestSmuggling, slowlorisAndIdle } from './hostile/http-cases.mjs';
@@ -96,8 +96,8 @@ async function main() {
   fs.writeFileSync(path.join(outDir, 'hostile.json'), JSON.stringify(result, null, 2) + '\n');
   const md = markdown(result);
   fs.writeFileSync(path.join(outDir, 'hostile.md'), md);
-  // The README's Reliability section shows the same table, written from here.
-  if (!only) writeBlock(path.join(ROOT, 'README.md'), 'hostile', md);
+  // docs/reliability.md shows the same table, written from here.
+  if (!only) writeBlock(path.join(ROOT, 'docs', 'reliability.md'), 'hostile', md);
   process.stdout.write('\n' + md);
   process.exitCode = result.failed === 0 ? 0 : 1;
 }

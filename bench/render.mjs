@@ -1,5 +1,5 @@
-// The Markdown of a result: the tables bench/results/latest.md holds and README.md's Performance
-// section shows. Rendered from the result JSON alone, so `run.mjs --render` can write them again.
+// The Markdown of a result: the tables bench/results/latest.md holds and docs/performance.md
+// shows. Rendered from the result JSON alone, so `run.mjs --render` can write them again.
 import { AGAINST, max, median, min } from './lib.mjs';
 import { handmadeRow } from './summary.mjs';
 

@@ -29,7 +29,7 @@ import {
   startSink,
   wrkAvailable,
 } from './lib.mjs';
-import { writeBlock } from './readme-block.mjs';
+import { writeBlock } from './markdown-block.mjs';
 import { f, markdown } from './render.mjs';
 import { goals, summarise } from './summary.mjs';
 
@@ -50,7 +50,7 @@ const { values: args } = parseArgs({
     soak: { type: 'string' }, // seconds of sustained load for the RSS growth check
     'soak-configs': { type: 'string' },
     startup: { type: 'string' }, // extra start-up-only samples per configuration
-    render: { type: 'string' }, // re-write the Markdown (and README) from an existing result JSON
+    render: { type: 'string' }, // re-write the Markdown (and docs/performance.md) from an existing result JSON
     'node-args': { type: 'string' }, // extra node flags for the service configurations, e.g. V8 heap sizes
     against: { type: 'string' }, // another build (dist/ + package.json) to run beside this one
     smoke: { type: 'boolean' },
@@ -91,9 +91,9 @@ const opts = {
   out: args.out ? path.resolve(ROOT, args.out) : path.join(RESULTS, smoke ? 'smoke.tmp' : args.against ? 'ab.tmp' : ''),
 };
 
-/** The Markdown block in the repository's README that a full run rewrites. */
-const README = path.join(ROOT, 'README.md');
-const README_BLOCK = 'bench:latest';
+/** The Markdown block, in the performance page, that a full run rewrites. */
+const PERFORMANCE_PAGE = path.join(ROOT, 'docs', 'performance.md');
+const PERFORMANCE_BLOCK = 'bench:latest';
 
 // ---------------------------------------------------------------------------------------------
 // The run
@@ -211,14 +211,14 @@ function machine() {
   };
 }
 
-/** Writes the result JSON and its Markdown; a full run of this build also rewrites README.md's block. */
+/** Writes the result JSON and its Markdown; a full run of this build also rewrites docs/performance.md's block. */
 function publish(result) {
   result.goals = goals(result.summary, result.rate, result.soak, result.startups);
   const md = markdown(result);
   fs.mkdirSync(opts.out, { recursive: true });
   fs.writeFileSync(path.join(opts.out, 'latest.json'), JSON.stringify(result, null, 2) + '\n');
   fs.writeFileSync(path.join(opts.out, 'latest.md'), md);
-  if (opts.out === RESULTS) writeBlock(README, README_BLOCK, md);
+  if (opts.out === RESULTS) writeBlock(PERFORMANCE_PAGE, PERFORMANCE_BLOCK, md);
   console.log(md);
   console.error(`wrote ${path.relative(ROOT, path.join(opts.out, 'latest.json'))} and latest.md`);
 }
@@ -230,7 +230,7 @@ function render(file) {
   result.goals = goals(result.summary, result.rate, result.soak, result.startups);
   const md = markdown(result);
   fs.writeFileSync(path.join(path.dirname(path.resolve(file)), 'latest.md'), md);
-  if (path.resolve(file) === path.join(RESULTS, 'latest.json')) writeBlock(README, README_BLOCK, md);
+  if (path.resolve(file) === path.join(RESULTS, 'latest.json')) writeBlock(PERFORMANCE_PAGE, PERFORMANCE_BLOCK, md);
   console.log(md);
 }
 

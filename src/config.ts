@@ -12,6 +12,8 @@ export interface Config {
   readonly shutdownDelayMs: number;
   /** How long in-flight requests may take to finish once the listener is closed, in milliseconds. */
   readonly shutdownTimeoutMs: number;
+  /** The source revision this build was made from (the image sets BUILD_REVISION), or "unknown". */
+  readonly buildRevision: string;
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -43,6 +45,7 @@ export function parseConfig(env: Env): Config {
     bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
     shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
     shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
+    buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
   };
 }
 

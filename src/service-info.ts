@@ -5,21 +5,17 @@ import { join } from 'node:path';
 export interface ServiceInfo {
   readonly name: string;
   readonly version: string;
-  /** The source revision the image was built from (BUILD_REVISION, set by the Dockerfile), or "unknown". */
+  /** The source revision the build was made from (Config.buildRevision), or "unknown". */
   readonly revision: string;
 }
 
-let cached: ServiceInfo | undefined;
+let cached: Pick<ServiceInfo, 'name' | 'version'> | undefined;
 
-/** Read once from package.json beside dist/ (the image keeps it for exactly this). */
-export function serviceInfo(): ServiceInfo {
+/** The package's name and version, read once from package.json beside dist/ (the image keeps it for exactly this). */
+export function packageInfo(): Pick<ServiceInfo, 'name' | 'version'> {
   if (cached === undefined) {
     const pkg = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { name: string; version: string };
-    cached = {
-      name: pkg.name,
-      version: pkg.version,
-      revision: process.env.BUILD_REVISION?.trim() || 'unknown',
-    };
+    cached = { name: pkg.name, version: pkg.version };
   }
   return cached;
 }

@@ -4,15 +4,17 @@
  * started, reads the configuration, creates the logger and the metrics, listens on the API and
  * metrics ports, and shuts down gracefully on SIGTERM/SIGINT.
  */
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { ConfigError, parseConfig, type Config } from './config';
 import { createApiServer, type ApiServerOptions } from './http/api-server';
-import { createApp, type AppDependencies } from './http/app';
+import { createApp } from './http/app';
 import { createMetricsServer } from './http/metrics-server';
+import { createRouter, isProbeRequest, type RouteDependencies } from './http/routes';
 import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
 import { createMetrics, type Metrics } from './observability/metrics';
 import type { Telemetry } from './observability/telemetry';
-import { serviceInfo } from './service-info';
+import { packageInfo, type ServiceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
 
 export interface ServiceDependencies {
@@ -20,7 +22,7 @@ export interface ServiceDependencies {
   logger: Logger;
   metrics: Metrics;
   /** Draws product ids; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
-  issueProductId?: AppDependencies['issueProductId'];
+  issueProductId?: RouteDependencies['issueProductId'];
   /** The API server's limits; production's unless given (tests shorten them). */
   apiServerOptions?: ApiServerOptions;
 }
@@ -32,15 +34,23 @@ export interface Service {
   readonly metricsServer: Server;
   /** Listens on both ports; rejects (e.g. EADDRINUSE) if either cannot. */
   listen(): Promise<void>;
+  /** Requests that get no span (Telemetry.ignoreIncomingRequests): probes of the API port, and every request to the metrics port. */
+  readonly isUntraced: (request: IncomingMessage) => boolean;
 }
 
 export function createService(deps: ServiceDependencies): Service {
   const { config, logger, metrics } = deps;
-  const app = createApp({ bodyLimit: config.bodyLimit, logger, metrics, issueProductId: deps.issueProductId });
-  const handleRequest = app.callback();
+  const router = createRouter({
+    bodyLimit: config.bodyLimit,
+    onProductIdIssued: () => metrics.countProductIdIssued(),
+    issueProductId: deps.issueProductId,
+  });
+  const handleRequest = createApp({ router, logger, metrics }).callback();
   // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
   const apiServer = createApiServer((req, res) => void handleRequest(req, res), logger, metrics, deps.apiServerOptions);
   const metricsServer = createMetricsServer(metrics, logger);
+  const scrapeConnections = new WeakSet<Duplex>();
+  metricsServer.on('connection', (socket: Duplex) => scrapeConnections.add(socket));
   return {
     apiServer,
     metricsServer,
@@ -48,25 +58,28 @@ export function createService(deps: ServiceDependencies): Service {
       await listen(apiServer, config.port, config.host);
       await listen(metricsServer, config.metricsPort, config.host);
     },
+    isUntraced: (request) => scrapeConnections.has(request.socket) || isProbeRequest(router, request),
   };
 }
 
 export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
-  const service = serviceInfo();
+  const info: ServiceInfo = { ...packageInfo(), revision: config.buildRevision };
   // Metrics first: the logger counts in them the lines a blocked stdout drops.
-  const metrics = createMetrics({ service, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline() });
-  const logger = createLogger({ level: config.logLevel, service, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
+  const metrics = createMetrics({ service: info, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline() });
+  const logger = createLogger({ level: config.logLevel, service: info, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
   exitOnUnexpectedFailure(logger);
 
-  const { apiServer, metricsServer, ...ports } = createService({ config, logger, metrics });
+  const service = createService({ config, logger, metrics });
+  telemetry.ignoreIncomingRequests(service.isUntraced);
   try {
-    await ports.listen();
+    await service.listen();
   } catch (error) {
     logger.fatal({ err: error }, 'cannot listen');
     exitAfterFlush(logger, 1);
     return;
   }
+  const { apiServer, metricsServer } = service;
   installGracefulShutdown({
     apiServer,
     metricsServer,
@@ -77,7 +90,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     exit: (code, flushWaitMs) => exitAfterFlush(logger, code, flushWaitMs),
   });
   logger.info(
-    { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: service.revision, node: process.version },
+    { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: info.revision, node: process.version },
     'product-service listening',
   );
 }

@@ -1,3 +1,5 @@
+// Runs: src in-process (test/support/in-process.ts): no build needed.
+
 import { request as httpRequest } from 'node:http';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

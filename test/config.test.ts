@@ -1,68 +1,107 @@
+// Runs: parseConfig from src, in-process; the entry point's exit on a bad variable runs dist/main.js
+// (`npm run build` first; `npm test` does it).
+//
+// Every variable is a row of the tables below, so a new variable is a few rows here, and the
+// first test fails until it has them (and until the README's configuration table lists it).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig } from '../src/config';
+import { ConfigError, parseConfig, type Config } from '../src/config';
+import { ROOT } from './support/paths';
 import { runServiceToExit, startService } from './support/service-process';
 
+/** Each variable parseConfig reads: the Config field it sets and that field's value when it is unset. */
+const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unknown]> = [
+  ['PORT', 'port', 8080],
+  ['HOST', 'host', '0.0.0.0'],
+  ['METRICS_PORT', 'metricsPort', 9464],
+  ['LOG_LEVEL', 'logLevel', 'info'],
+  ['BODY_LIMIT', 'bodyLimit', 1024 * 1024],
+  ['SHUTDOWN_DELAY', 'shutdownDelayMs', 0],
+  ['SHUTDOWN_TIMEOUT', 'shutdownTimeoutMs', 25_000],
+  ['BUILD_REVISION', 'buildRevision', 'unknown'],
+];
+
+/** Values accepted, and what they become. */
+const ACCEPTED: ReadonlyArray<[variable: string, value: string, expected: unknown]> = [
+  ['PORT', '3000', 3000],
+  ['PORT', '0', 0],
+  ['HOST', '::', '::'],
+  ['METRICS_PORT', '9100', 9100],
+  ['LOG_LEVEL', 'DEBUG', 'debug'],
+  ['LOG_LEVEL', 'silent', 'silent'],
+  ['BODY_LIMIT', '2048', 2048],
+  ['BODY_LIMIT', '512kb', 512 * 1024],
+  ['BODY_LIMIT', '1MB', 1024 * 1024],
+  ['BODY_LIMIT', '10mb', 10 * 1024 * 1024],
+  ['BODY_LIMIT', '1.5mb', 1.5 * 1024 * 1024],
+  ['SHUTDOWN_DELAY', '5', 5000],
+  ['SHUTDOWN_TIMEOUT', '2.5', 2500],
+  ['BUILD_REVISION', ' 3ca9d93 ', '3ca9d93'],
+];
+
+/** Values refused, and what the message says is allowed. */
+const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]> = [
+  ['PORT', 'abc', /expected a whole number from 0 to 65535/],
+  ['PORT', '70000', /expected a whole number/],
+  ['PORT', '-1', /expected a whole number/],
+  ['PORT', '80.5', /expected a whole number/],
+  ['METRICS_PORT', 'x', /expected a whole number/],
+  ['BODY_LIMIT', '-1', /expected a positive whole number of bytes, or a size with a unit/],
+  ['BODY_LIMIT', '1.5', /expected a positive whole number of bytes/],
+  ['BODY_LIMIT', '0.3kb', /expected a positive whole number of bytes/],
+  ['BODY_LIMIT', '0', /expected a positive whole number of bytes/],
+  ['BODY_LIMIT', 'lots', /expected a positive whole number of bytes/],
+  ['BODY_LIMIT', '1tb-ish', /expected a positive whole number of bytes/],
+  ['LOG_LEVEL', 'verbose', /expected one of fatal, error, warn, info, debug, trace, silent/],
+  ['SHUTDOWN_DELAY', '-5', /expected a number of seconds/],
+  ['SHUTDOWN_TIMEOUT', '5s', /expected a number of seconds/],
+  ['HOST', 'http://0.0.0.0', /expected an IP address or host name/],
+];
+
+const fieldOf = (variable: string): keyof Config => DEFAULTS.find(([name]) => name === variable)?.[1] ?? ('' as keyof Config);
+
+/** The names of the variables parseConfig reads from `env`, in the order it reads them. */
+function variablesRead(): string[] {
+  const read: string[] = [];
+  const recording = new Proxy<Record<string, string | undefined>>(
+    {},
+    {
+      get: (_target, name) => {
+        if (typeof name === 'string') read.push(name);
+        return undefined;
+      },
+    },
+  );
+  parseConfig(recording);
+  return [...new Set(read)];
+}
+
 describe('parseConfig', () => {
-  it('has the documented defaults', () => {
-    expect(parseConfig({})).toEqual({
-      port: 8080,
-      host: '0.0.0.0',
-      metricsPort: 9464,
-      logLevel: 'info',
-      bodyLimit: 1024 * 1024,
-      shutdownDelayMs: 0,
-      shutdownTimeoutMs: 25_000,
-    });
+  it('reads exactly the variables of the DEFAULTS table, each listed in the README configuration table', () => {
+    const variables = DEFAULTS.map(([name]) => name);
+    expect(variablesRead().sort(), 'a variable parseConfig reads needs its rows in this file').toEqual([...variables].sort());
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const documented = [...readme.matchAll(/^\| `([A-Z_]+)` +\|/gm)].map((match) => match[1]);
+    expect(documented.sort(), "the README's configuration table lists every variable, and only those").toEqual([...variables].sort());
   });
 
-  it('reads every variable', () => {
-    expect(
-      parseConfig({
-        PORT: '3000',
-        HOST: '::',
-        METRICS_PORT: '9100',
-        LOG_LEVEL: 'DEBUG',
-        BODY_LIMIT: '512kb',
-        SHUTDOWN_DELAY: '5',
-        SHUTDOWN_TIMEOUT: '2.5',
-      }),
-    ).toEqual({ port: 3000, host: '::', metricsPort: 9100, logLevel: 'debug', bodyLimit: 512 * 1024, shutdownDelayMs: 5000, shutdownTimeoutMs: 2500 });
+  it.each(DEFAULTS)('%s unset: %s is %j', (_variable, field, value) => {
+    expect(parseConfig({})[field]).toEqual(value);
+  });
+
+  it.each(ACCEPTED)('accepts %s=%j as %j', (variable, value, expected) => {
+    expect(parseConfig({ [variable]: value })[fieldOf(variable)]).toEqual(expected);
+  });
+
+  it.each(REFUSED)('refuses %s=%j, naming the variable, the value and what is allowed', (variable, value, allowed) => {
+    expect(() => parseConfig({ [variable]: value })).toThrow(ConfigError);
+    expect(() => parseConfig({ [variable]: value })).toThrow(`${variable}=${JSON.stringify(value)}: `);
+    expect(() => parseConfig({ [variable]: value })).toThrow(allowed);
   });
 
   it('treats an empty value as unset', () => {
-    expect(parseConfig({ PORT: '', LOG_LEVEL: ' ' }).port).toBe(8080);
-  });
-
-  it.each([
-    ['BODY_LIMIT', '2048', 2048],
-    ['BODY_LIMIT', '1MB', 1024 * 1024],
-    ['BODY_LIMIT', '10mb', 10 * 1024 * 1024],
-    ['BODY_LIMIT', '1.5mb', 1.5 * 1024 * 1024],
-    ['LOG_LEVEL', 'silent', 'silent'],
-  ])('accepts %s=%s', (name, value, expected) => {
-    const config = parseConfig({ [name]: value }) as unknown as Record<string, unknown>;
-    expect(config[name === 'BODY_LIMIT' ? 'bodyLimit' : 'logLevel']).toBe(expected);
-  });
-
-  it.each([
-    ['PORT', 'abc', /PORT="abc": expected a whole number from 0 to 65535/],
-    ['PORT', '70000', /PORT="70000"/],
-    ['PORT', '-1', /PORT="-1"/],
-    ['PORT', '80.5', /PORT="80.5"/],
-    ['METRICS_PORT', 'x', /METRICS_PORT="x"/],
-    ['BODY_LIMIT', '-1', /BODY_LIMIT="-1": expected a positive whole number of bytes, or a size with a unit/],
-    ['BODY_LIMIT', '1.5', /BODY_LIMIT="1.5"/],
-    ['BODY_LIMIT', '0.3kb', /BODY_LIMIT="0.3kb"/],
-    ['BODY_LIMIT', '0', /BODY_LIMIT="0"/],
-    ['BODY_LIMIT', 'lots', /BODY_LIMIT="lots"/],
-    ['BODY_LIMIT', '1tb-ish', /BODY_LIMIT="1tb-ish"/],
-    ['LOG_LEVEL', 'verbose', /LOG_LEVEL="verbose": expected one of fatal, error, warn, info, debug, trace, silent/],
-    ['SHUTDOWN_DELAY', '-5', /SHUTDOWN_DELAY="-5": expected a number of seconds/],
-    ['SHUTDOWN_TIMEOUT', '5s', /SHUTDOWN_TIMEOUT="5s"/],
-    ['HOST', 'http://0.0.0.0', /HOST="http:\/\/0.0.0.0"/],
-  ])('rejects %s=%s naming the variable, the value and what is allowed', (name, value, message) => {
-    expect(() => parseConfig({ [name]: value })).toThrow(ConfigError);
-    expect(() => parseConfig({ [name]: value })).toThrow(message);
+    expect(parseConfig({ PORT: '', LOG_LEVEL: ' ', BUILD_REVISION: '' })).toMatchObject({ port: 8080, logLevel: 'info', buildRevision: 'unknown' });
   });
 
   it('rejects METRICS_PORT equal to PORT', () => {
@@ -98,6 +137,16 @@ describe('the entry point with a bad variable', () => {
       expect(JSON.stringify(fatal)).toContain('EADDRINUSE');
     } finally {
       await first.stop();
+    }
+  });
+
+  it('BUILD_REVISION reaches the start-up line and the build-info metric', async () => {
+    const svc = await startService({ BUILD_REVISION: 'abc1234' });
+    try {
+      expect(await svc.waitForLog((line) => line.msg === 'product-service listening')).toMatchObject({ revision: 'abc1234' });
+      expect(await (await fetch(svc.metricsUrl)).text()).toMatch(/^product_service_build_info\{[^}]*revision="abc1234"/m);
+    } finally {
+      await svc.stop();
     }
   });
 });

@@ -1,3 +1,6 @@
+// Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
+// (test/support/service-process.ts, built by `npm test` first) where the real process does.
+//
 // Hostile and unusual HTTP through real sockets: clients that leave mid-body, a request that times
 // out, Expect: 100-continue, clients still sending a body that was refused, HTTP that Node's parser
 // lets through or answers outside the service's error shape, pipelining floods and bodies cut into
@@ -10,7 +13,8 @@ import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
-import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, type ApiServerOptions } from '../src/http/api-server';
+import type { ApiServerOptions } from '../src/http/api-server';
+import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver } from './support/otlp-receiver';
@@ -305,7 +309,8 @@ describe('pipelining', () => {
         return socket;
       }),
     );
-    const closedByServer = (): number => svc.logLines().filter((line) => line.msg === 'closed a connection that pipelined too many requests').length;
+    // A refusal closed without an answer is logged at warn.
+    const closedByServer = (): number => svc.logLines().filter((line) => line.msg === REFUSAL_LOG_MESSAGE && line.level === 'warn').length;
     let peakRss = rssMiB();
     let slowestHealth = 0;
     const healthStatuses: number[] = [];

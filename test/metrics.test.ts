@@ -1,3 +1,6 @@
+// Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
+// (test/support/service-process.ts, built by `npm test` first) where the real process does.
+//
 // The Prometheus exposition: which port serves it, what it counts, the label values it may
 // contain, its two formats (plain text and OpenMetrics with exemplars) and that promtool accepts it.
 // Counting is proven in-process (fast, exact); the rest runs against the built service, started as

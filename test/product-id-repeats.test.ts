@@ -1,3 +1,5 @@
+// Runs: no service: the README's table against the id range in src/http/routes.ts.
+//
 // product_id is random, not unique: the README's table of how soon ids repeat is computed here from
 // the birthday problem, so the table can never drift from the id range the service draws from.
 import { readFileSync } from 'node:fs';

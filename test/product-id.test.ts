@@ -1,3 +1,5 @@
+// Runs: src in-process (test/support/in-process.ts): no build needed.
+
 import { Agent, request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomProductId } from '../src/http/routes';

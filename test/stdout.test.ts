@@ -1,3 +1,6 @@
+// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
+// builds dist/ first.
+//
 // A stuck stdout: the service's stdout is a FIFO whose reader (a log shipper) reads the first
 // lines, then stops reading. Logging must hold neither a request, nor memory beyond its bounded
 // buffer, nor the exit; the lines it drops are counted on /metrics and, once the pipe moves

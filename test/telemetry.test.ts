@@ -1,3 +1,6 @@
+// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
+// builds dist/ first.
+//
 // Tracing proven end to end: the built service, started as production starts it (`node dist/main.js`),
 // exports its spans over OTLP/HTTP to a receiver in this process that decodes them as a collector
 // would. Only the entry point starts telemetry, before it requires the service, because the

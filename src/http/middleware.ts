@@ -9,13 +9,11 @@ import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { getRPCMetadata } from '@opentelemetry/core';
 import type { Logger } from '../observability/logger';
 import { UNMATCHED_ROUTE, type Metrics } from '../observability/metrics';
-import { canAnswerOn, closedConnectionStatus } from './api-server';
+import { canAnswerOn, closedConnectionStatus } from './connections';
 import { HttpProblem, problemAnswer } from './problem';
 import { ConnectionClosed } from './request-body';
+import { PROBE_ROUTES } from './routes';
 import { SECURITY_HEADERS } from './security-headers';
-
-/** Paths probed by the kubelet: their request lines are logged at debug. */
-const PROBE_ROUTES = new Set(['/health']);
 
 /** Sets the headers every answer carries, errors included. */
 export function securityHeaders(): Middleware {

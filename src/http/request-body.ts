@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { canAnswerOn, sendContinue } from './api-server';
+import { canAnswerOn, sendContinue } from './connections';
 import { HttpProblem } from './problem';
 
 /**

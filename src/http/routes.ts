@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { METHODS } from 'node:http';
+import { METHODS, type IncomingMessage } from 'node:http';
 import Router from '@koa/router';
 import { trace } from '@opentelemetry/api';
 import { drainRequestBody } from './request-body';
@@ -12,6 +12,11 @@ export interface RouteDependencies {
   /** Draws a product id; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
   issueProductId?: () => number;
 }
+
+const HEALTH = '/health';
+
+/** Routes only probes call (the kubelet's): their requests get no span, and their log lines are at debug. */
+export const PROBE_ROUTES: ReadonlySet<string> = new Set([HEALTH]);
 
 /** Uniform over [1, 2147483646] from the CSPRNG: randomInt's upper bound is exclusive. */
 export const randomProductId = (): number => randomInt(1, 2147483647);
@@ -36,10 +41,20 @@ export function createRouter(deps: RouteDependencies): Router {
   });
 
   // @koa/router answers HEAD from the GET route; Koa sends no body for HEAD.
-  router.get('/health', (ctx) => {
+  router.get(HEALTH, (ctx) => {
     ctx.set('Content-Type', 'text/plain; charset=utf-8');
     ctx.body = 'ok';
   });
 
   return router;
+}
+
+/**
+ * Whether `req` is for one of the PROBE_ROUTES, whatever its method, as `router` matches paths
+ * (the same case-insensitivity and trailing slash); asked before Koa runs, to leave probes untraced.
+ */
+export function isProbeRequest(router: Router, req: IncomingMessage): boolean {
+  // The path without the query, as Koa gives the router.
+  const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+  return router.match(path, req.method ?? 'GET').path.some((layer) => typeof layer.path === 'string' && PROBE_ROUTES.has(layer.path));
 }

@@ -113,7 +113,9 @@ export const EXIT_FLUSH_TIMEOUT_MS = 2000;
  * - flushSync, which pino calls after a fatal line and from its process 'exit' handler, does
  *   nothing before the process exits (exitAfterFlush follows every fatal line and flushes
  *   asynchronously); at exit it writes what the pipe takes at once and drops the rest. sonic-boom
- *   would otherwise retry EAGAIN forever, the main thread asleep between tries.
+ *   would otherwise retry EAGAIN forever, the main thread asleep between tries. Upstream:
+ *   https://github.com/pinojs/sonic-boom/issues/65 (the bound it asks for, maxWriteRetries, is
+ *   https://github.com/pinojs/sonic-boom/pull/250; the sonic-boom 4 that pino 10 uses lacks it).
  */
 function stdoutDestination(periodicFlush: boolean): SonicBoom {
   let exiting = false;

@@ -126,6 +126,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registerV8Metrics(registry);
     // Three gauges prom-client names with a counter's "_total" suffix, which `promtool check metrics`
     // rejects; the same counts, by type, stay in nodejs_active_{handles,requests,resources}.
+    // Upstream: https://github.com/prometheus/client_js/issues/283
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
       registry.removeSingleMetric(name);
     }
@@ -243,6 +244,7 @@ function registerV8Metrics(registry: Registry<RegistryContentType>): void {
  * prom-client renames counters in place while it writes OpenMetrics (it strips "_total" from
  * metric.name, see Registry.metrics), which would break the next plain-text scrape. So each
  * scrape runs alone, in the format asked for, and the names are put back afterwards.
+ * Upstream: https://github.com/prometheus/client_js/pull/829
  */
 function createRenderer(registry: Registry<RegistryContentType>): Metrics['render'] {
   let queue: Promise<unknown> = Promise.resolve();

@@ -17,11 +17,12 @@
  * Every default below is written into the environment only when the variable is unset, so a
  * user's value of any standard variable wins. OTEL_SDK_DISABLED=true loads none of the SDK.
  */
+import type { IncomingMessage } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
 import type { MetricReader } from '@opentelemetry/sdk-metrics';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
 import { readVariable } from '../config';
-import { serviceInfo } from '../service-info';
+import { packageInfo } from '../service-info';
 import { stderrDiagLogger } from './diagnostics';
 
 /** What the service gets from telemetry: how to stop it, and the SDK's own counts for /metrics. */
@@ -30,6 +31,11 @@ export interface Telemetry {
   shutdown(): Promise<void>;
   /** The span processor's self-metrics, or undefined when the SDK does not report them. */
   readSpanPipeline(): Promise<SpanPipelineCounts | undefined>;
+  /**
+   * Incoming requests for which `untraced` holds get no span: probes and scrapes would drown the
+   * traces that matter. The service says which (service.ts), since only its router knows its routes.
+   */
+  ignoreIncomingRequests(untraced: (request: IncomingMessage) => boolean): void;
 }
 
 /** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
@@ -48,9 +54,6 @@ type KoaLayerTypes = NonNullable<
     NonNullable<Parameters<typeof import('@opentelemetry/auto-instrumentations-node').getNodeAutoInstrumentations>[0]>['@opentelemetry/instrumentation-koa']
   >['ignoreLayersType']
 >;
-
-/** Paths that create no span: probes and scrapes would drown the traces that matter. */
-export const UNTRACED_PATHS: ReadonlySet<string> = new Set(['/health', '/metrics']);
 
 /**
  * This service's defaults for standard variables, each applied only when the variable is unset:
@@ -123,6 +126,7 @@ function keepValidResourceAttributes(env: WritableEnv, warn: (message: string) =
 const DISABLED: Telemetry = {
   shutdown: () => Promise.resolve(),
   readSpanPipeline: () => Promise.resolve(undefined),
+  ignoreIncomingRequests: () => undefined,
 };
 
 /** OTEL_SDK_DISABLED=true: none of the SDK is loaded or started. */
@@ -149,7 +153,7 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core'); // eslint-disable-line @typescript-eslint/no-require-imports
   api.diag.setLogger(stderrDiagLogger(), { logLevel: diagLogLevelFromString(env.OTEL_LOG_LEVEL), suppressOverrideMessage: true });
 
-  const service = serviceInfo();
+  const service = packageInfo();
   // The SDK's self-metrics reach /metrics through this reader. A user who sets OTEL_METRICS_EXPORTER
   // gets NodeSDK's own readers instead (and the self-metrics there).
   const selfMetrics =
@@ -163,10 +167,9 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
           }
         })()
       : undefined;
+  let untraced: (request: IncomingMessage) => boolean = () => false;
   const instrumentations = auto.getNodeAutoInstrumentations({
-    '@opentelemetry/instrumentation-http': {
-      ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.has(pathOf(request.url)),
-    },
+    '@opentelemetry/instrumentation-http': { ignoreIncomingRequestHook: (request) => untraced(request) },
     // A span per Koa middleware or router layer would repeat the server span; the app sets the
     // route on it (http/middleware.ts) and the http instrumentation names the span from it.
     // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- KoaLayerType's values; its package is not a direct dependency
@@ -176,8 +179,9 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
     '@opentelemetry/instrumentation-pino': { disableLogSending: !exportsLogs(env) },
   });
 
-  // NodeSDK's constructor installs a console logger (partly on stdout) when it sees OTEL_LOG_LEVEL:
-  // it is hidden from it for that moment, and the stderr logger above stays.
+  // NodeSDK's constructor installs a console logger (partly on stdout) when it sees OTEL_LOG_LEVEL,
+  // replacing one already set: it is hidden from it for that moment, and the stderr logger above
+  // stays. Upstream: https://github.com/open-telemetry/opentelemetry-js/issues/4596
   const logLevel = env.OTEL_LOG_LEVEL;
   delete env.OTEL_LOG_LEVEL;
   const sdk: NodeSDK = new Sdk({
@@ -202,13 +206,10 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   return {
     shutdown: () => sdk.shutdown(),
     readSpanPipeline: () => (selfMetrics === undefined ? Promise.resolve(undefined) : readSpanPipeline(selfMetrics)),
+    ignoreIncomingRequests: (predicate) => {
+      untraced = predicate;
+    },
   };
-}
-
-/** The path as the router matches it: without the query, case-insensitive, a trailing slash ignored. */
-function pathOf(url: string | undefined): string {
-  const path = (url ?? '/').split('?', 1)[0] ?? '/';
-  return (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path).toLowerCase();
 }
 
 async function readSpanPipeline(reader: MetricReader): Promise<SpanPipelineCounts | undefined> {

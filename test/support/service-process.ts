@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { vi } from 'vitest';
-import { MAIN, ROOT } from './paths';
+import { MAIN, ROOT, SRC } from './paths';
 
 /** package.json's version: what the built service reports as its version (log lines, resource, build info). */
 export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
@@ -49,11 +49,24 @@ export interface ServiceProcess {
  * leak in. stdout goes to a pipe, or to the file descriptor given; stderr to a pipe.
  */
 export function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
+  assertBuilt();
   return spawn(process.execPath, [MAIN], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', stdout, 'pipe'],
   });
+}
+
+/**
+ * The tests that spawn the service run dist/, which `npm test` builds first (its pretest script);
+ * a test run on its own (vitest run test/x.test.ts) does not. A missing or older build fails here,
+ * saying so, instead of testing yesterday's code.
+ */
+function assertBuilt(): void {
+  if (!existsSync(MAIN)) throw new Error(`${MAIN} does not exist: run \`npm run build\` first (\`npm test\` does)`);
+  const built = statSync(MAIN).mtimeMs;
+  const newer = readdirSync(SRC, { recursive: true, encoding: 'utf8' }).filter((file) => statSync(join(SRC, file)).mtimeMs > built);
+  if (newer.length > 0) throw new Error(`src/ changed after dist/ was built (${newer.join(', ')}): run \`npm run build\` first (\`npm test\` does)`);
 }
 
 /** Appends every complete line `stream` delivers to `lines` (see LogLine). */

@@ -1,0 +1,76 @@
+// Runs: no service; openapi.yaml itself, and the generator of the typed client.
+//
+// The API's contract is a valid OpenAPI 3.1 document, its examples hold to its own schemas, and
+// the typed client the tests use (test/support/openapi-types.d.ts) is what the generator makes of
+// it today. Whether the service answers as it says: test/contract.test.ts.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Ajv2020 from 'ajv/dist/2020';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadApiDocument, OPENAPI_FILE, type ApiDocument } from './support/openapi';
+import { ROOT } from './support/paths';
+import { VERSION } from './support/service-process';
+
+/** The generated types the typed client tests compile against; `npm run api:types` writes them. */
+const GENERATED_TYPES = join(ROOT, 'test', 'support', 'openapi-types.d.ts');
+
+let loaded: Awaited<ReturnType<typeof loadApiDocument>>;
+beforeAll(async () => {
+  loaded = await loadApiDocument();
+});
+
+/** Every [where, example, schema] pair of a media type in the document's responses. */
+function examples(document: ApiDocument): Array<[string, unknown, object]> {
+  const pairs: Array<[string, unknown, object]> = [];
+  const responses = [
+    ...Object.entries(document.components.responses),
+    ...Object.entries(document.paths).flatMap(([path, item]) =>
+      Object.entries(item).flatMap(([method, operation]) =>
+        Object.entries(operation.responses).map(([status, response]) => [`${method} ${path} ${status}`, response] as const),
+      ),
+    ),
+  ];
+  for (const [where, response] of responses) {
+    for (const [mediaType, media] of Object.entries(response.content ?? {})) {
+      if (media.example !== undefined && media.schema !== undefined) pairs.push([`${where} ${mediaType}`, media.example, media.schema]);
+    }
+  }
+  return pairs;
+}
+
+describe('openapi.yaml', () => {
+  it('is a valid OpenAPI 3.1 document, every $ref resolved', () => {
+    expect(loaded.validation).toEqual({ valid: true });
+    expect(loaded.version).toBe('3.1');
+  });
+
+  it("carries the package's version", () => {
+    expect(loaded.document.info.version).toBe(VERSION);
+  });
+
+  it('has an example for every JSON answer, and each holds to its schema', () => {
+    const pairs = examples(loaded.document);
+    expect(pairs.length).toBeGreaterThanOrEqual(10);
+    const ajv = new Ajv2020({ strict: true, allErrors: true });
+    for (const [where, example, schema] of pairs) {
+      const validate = ajv.compile(schema);
+      expect(validate(example), `${where}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+    }
+  });
+
+  it('the generated client types are current (npm run api:types rewrites them)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'openapi-types-'));
+    try {
+      const out = join(dir, 'openapi-types.d.ts');
+      const run = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'openapi-typescript', 'bin', 'cli.js'), OPENAPI_FILE, '-o', out], {
+        encoding: 'utf8',
+      });
+      expect(run.status, run.stderr).toBe(0);
+      expect(readFileSync(GENERATED_TYPES, 'utf8'), 'test/support/openapi-types.d.ts is out of date: run npm run api:types').toBe(readFileSync(out, 'utf8'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
