@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ROOT } from './support/paths';
-import { exitWithin, freePort } from './support/service-process';
+import { exitWithin, freePorts } from './support/service-process';
 
 const scratch = mkdtempSync(join(tmpdir(), 'product-service-dev-test-'));
 for (const entry of ['src', 'scripts', 'package.json', 'tsconfig.json']) cpSync(join(ROOT, entry), join(scratch, entry), { recursive: true });
@@ -20,10 +20,10 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('npm run dev', () => {
   it('serves with pretty log lines, keeps serving through a build error, restarts on a change, opens the debugger, and exits 0 on Ctrl-C', async () => {
-    const port = await freePort();
+    const [port, metricsPort] = (await freePorts(2)) as [number, number];
     const dev = spawn(process.execPath, [join(scratch, 'scripts', 'dev.mjs'), '--inspect=127.0.0.1:0'], {
       cwd: scratch,
-      env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(await freePort()) },
+      env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

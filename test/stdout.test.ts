@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
 import { sampleValue, scrape } from './support/exposition';
-import { collectLogLines, exitWithin, freePort, spawnMain, waitUntilHealthy, type LogLine } from './support/service-process';
+import { collectLogLines, exitWithin, freePorts, spawnMain, waitUntilHealthy, type LogLine } from './support/service-process';
 
 const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
 const DROPPED_MSG = 'log lines dropped while stdout was blocked';
@@ -53,8 +53,7 @@ async function startWithFifoStdout(env: Record<string, string>): Promise<FifoSer
   // Non-blocking, so that opening the read end does not wait for a writer.
   const reader = new Socket({ fd: openSync(fifo, fs.O_RDONLY | fs.O_NONBLOCK), readable: true, writable: false });
   const writeEnd = openSync(fifo, 'w');
-  const port = await freePort();
-  const metricsPort = await freePort();
+  const [port, metricsPort] = (await freePorts(2)) as [number, number];
   const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env }, writeEnd);
   closeSync(writeEnd);
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));

@@ -14,15 +14,22 @@ export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf
 /** A stdout line of the service: parsed where it is JSON, else { raw: the line }. */
 export type LogLine = Record<string, unknown>;
 
-/** A port that was free a moment ago (the OS picks it); good enough on a test machine. */
+/**
+ * `count` distinct ports that were free a moment ago (the OS picks them); good enough on a test
+ * machine. All are held open together, so the OS cannot hand the same port out twice.
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer().listen(0, '127.0.0.1'));
+  await Promise.all(servers.map((server) => once(server, 'listening')));
+  const ports = servers.map((server) => (server.address() as AddressInfo).port);
+  await Promise.all(servers.map((server) => once(server.close(), 'close')));
+  return ports;
+}
+
+/** A port that was free a moment ago. */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
+  const [port] = await freePorts(1);
+  return port as number;
 }
 
 export interface ServiceProcess {
@@ -92,8 +99,9 @@ export function exitWithin(exited: Promise<number | string>, timeoutMs: number):
 
 /** Starts the service with spawnMain on free ports (unless `env` names them) and resolves once /health answers. */
 export async function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
-  const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
-  const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : await freePort();
+  const [apiFree, metricsFree] = await freePorts(2);
+  const port = env.PORT !== undefined ? Number(env.PORT) : (apiFree as number);
+  const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : (metricsFree as number);
   const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env });
   const lines: LogLine[] = [];
   let stdout = '';
