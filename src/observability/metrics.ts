@@ -243,8 +243,11 @@ function registerV8Metrics(registry: Registry<RegistryContentType>): void {
 /**
  * One render serves every scrape that asks while it is pending: N concurrent scrapes (or N
  * pipelined on one connection) cost one render per format, not N, so flooding the metrics port
- * does not multiply the work. A scrape that joins a render already running gets values at most
- * one render older than its request, as Prometheus stamps them with the scrape's start anyway.
+ * does not multiply the work. A render starts once the current turn of the event loop has handled
+ * all its I/O (setImmediate), so that the scrapes read in that turn, from every connection, find
+ * it pending; most of a render runs without yielding, so started at once it would be done before
+ * the next connection's read. A scrape that joins a render already running gets values at most
+ * one render older than its request; Prometheus stamps them with the scrape's start anyway.
  *
  * prom-client renames counters in place while it writes OpenMetrics (it strips "_total" from
  * metric.name, see Registry.metrics), which would break a plain-text render running at the same
@@ -252,6 +255,7 @@ function registerV8Metrics(registry: Registry<RegistryContentType>): void {
  * afterwards. Upstream: https://github.com/prometheus/client_js/pull/829
  */
 function createRenderer(registry: Registry<RegistryContentType>): Metrics['render'] {
+  const endOfTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
   let queue: Promise<unknown> = Promise.resolve();
   const pending = new Map<boolean, ReturnType<Metrics['render']>>();
   return (accept) => {
@@ -270,7 +274,7 @@ function createRenderer(registry: Registry<RegistryContentType>): Metrics['rende
         });
       }
     };
-    const result = queue.then(run, run);
+    const result = queue.then(endOfTurn).then(run);
     pending.set(openMetrics, result);
     queue = result.then(
       () => pending.delete(openMetrics),
