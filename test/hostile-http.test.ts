@@ -435,11 +435,7 @@ describe('the metrics port, attacked as the API port is', () => {
     for (const connection of connections) connection.socket.write(scrapeRequest);
     await vi.waitFor(() => expect(received()).toBe(50), { timeout: 5000, interval: 10 });
     release();
-    const isComplete = (raw: string): boolean => {
-      const end = raw.indexOf('\r\n\r\n');
-      return end >= 0 && raw.length >= end + 4 + Number(/content-length: (\d+)/i.exec(raw)?.[1] ?? Infinity);
-    };
-    const answers = await Promise.all(connections.map(async (connection) => parseResponse(await connection.waitFor(isComplete))));
+    const answers = await Promise.all(connections.map(async (connection) => parseResponse(await connection.waitFor(isCompleteResponse))));
     for (const connection of connections) connection.socket.destroy();
     expect(renders()).toBe(1);
     expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: 50 }, () => 200));
