@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import bytes from 'bytes';
 
 /** Everything the service reads from its environment, parsed and checked once at start-up. */
@@ -14,6 +15,17 @@ export interface Config {
   readonly shutdownTimeoutMs: number;
   /** The source revision this build was made from (the image sets BUILD_REVISION), or "unknown". */
   readonly buildRevision: string;
+  /** Query parameters a span records as sent (TRACE_QUERY_PARAMS); every other one is recorded as REDACTED. */
+  readonly traceQueryParams: readonly string[];
+  /** Proxies whose X-Forwarded-For a span believes for client.address (TRUSTED_PROXIES); none: the socket's peer. */
+  readonly trustedProxies: readonly AddressRange[];
+}
+
+/** An IP address range in CIDR notation; one address is a /32 (IPv4) or /128 (IPv6). */
+export interface AddressRange {
+  readonly address: string;
+  readonly prefix: number;
+  readonly family: 'ipv4' | 'ipv6';
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -46,6 +58,8 @@ export function parseConfig(env: Env): Config {
     shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
     shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
+    traceQueryParams: readQueryParams(env, 'TRACE_QUERY_PARAMS'),
+    trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
   };
 }
 
@@ -105,4 +119,33 @@ function readByteSize(env: Env, name: string, fallback: string): number {
   const size = Number(match[1]) * (bytes.parse(`1${match[2] ?? 'b'}`) ?? Number.NaN);
   if (!Number.isSafeInteger(size) || size < 1) throw new ConfigError(name, value, allowed);
   return size;
+}
+
+/** A comma-separated list of the variable's entries, trimmed; empty when unset. */
+function readList(env: Env, name: string): string[] {
+  return (readVariable(env, name)?.split(',') ?? []).map((entry) => entry.trim());
+}
+
+function readQueryParams(env: Env, name: string): string[] {
+  const names = readList(env, name);
+  if (names.some((param) => !/^[A-Za-z0-9._~[\]-]+$/.test(param))) {
+    throw new ConfigError(
+      name,
+      readVariable(env, name) ?? '',
+      'expected query parameter names separated by commas (letters, digits and . _ ~ - [ ]), e.g. page,sort',
+    );
+  }
+  return names;
+}
+
+function readAddressRanges(env: Env, name: string): AddressRange[] {
+  return readList(env, name).map((entry) => {
+    const [address = '', prefix, ...rest] = entry.split('/');
+    const version = isIP(address);
+    const bits = version === 6 ? 128 : 32;
+    if (version === 0 || rest.length > 0 || (prefix !== undefined && (!/^\d{1,3}$/.test(prefix) || Number(prefix) > bits))) {
+      throw new ConfigError(name, readVariable(env, name) ?? '', 'expected IP addresses or CIDR ranges separated by commas, e.g. 10.0.0.0/8,fd00::/8');
+    }
+    return { address, prefix: prefix === undefined ? bits : Number(prefix), family: version === 6 ? 'ipv6' : 'ipv4' };
+  });
 }

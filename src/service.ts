@@ -4,27 +4,28 @@
  * started, reads the configuration, creates the logger and the metrics, listens on the API and
  * metrics ports, and shuts down gracefully on SIGTERM/SIGINT.
  */
-import type { IncomingMessage, Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ConfigError, parseConfig, type Config } from './config';
-import { createApiServer, type ApiServerOptions } from './http/api-server';
 import { createApp } from './http/app';
 import { createMetricsServer } from './http/metrics-server';
-import { createRouter, isProbeRequest, type RouteDependencies } from './http/routes';
+import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
+import { createHttpServer, type ServerOptions } from './http/server';
 import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
 import { createMetrics, type Metrics } from './observability/metrics';
-import type { Telemetry } from './observability/telemetry';
+import { createSpanAttributes } from './observability/span-attributes';
+import type { IncomingRequests, Telemetry } from './observability/telemetry';
 import { packageInfo, type ServiceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
 
 export interface ServiceDependencies {
-  config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit'>;
+  config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'traceQueryParams' | 'trustedProxies'>;
   logger: Logger;
   metrics: Metrics;
   /** Draws product ids; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
   issueProductId?: RouteDependencies['issueProductId'];
-  /** The API server's limits; production's unless given (tests shorten them). */
-  apiServerOptions?: ApiServerOptions;
+  /** Both servers' limits; production's unless given (tests shorten them). */
+  serverOptions?: ServerOptions;
 }
 
 export interface Service {
@@ -34,8 +35,11 @@ export interface Service {
   readonly metricsServer: Server;
   /** Listens on both ports; rejects (e.g. EADDRINUSE) if either cannot. */
   listen(): Promise<void>;
-  /** Requests that get no span (Telemetry.ignoreIncomingRequests): probes of the API port, and every request to the metrics port. */
-  readonly isUntraced: (request: IncomingMessage) => boolean;
+  /**
+   * How telemetry traces requests: no span for probes of the API port nor for any request to the
+   * metrics port; on the others, what span-attributes.ts allows.
+   */
+  readonly incomingRequests: IncomingRequests;
 }
 
 export function createService(deps: ServiceDependencies): Service {
@@ -47,8 +51,12 @@ export function createService(deps: ServiceDependencies): Service {
   });
   const handleRequest = createApp({ router, logger, metrics }).callback();
   // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
-  const apiServer = createApiServer((req, res) => void handleRequest(req, res), logger, metrics, deps.apiServerOptions);
-  const metricsServer = createMetricsServer(metrics, logger);
+  const apiServer = createHttpServer(
+    (req, res) => void handleRequest(req, res),
+    { logger, metrics, onRequest: (req) => metrics.requestReceived(req) },
+    deps.serverOptions,
+  );
+  const metricsServer = createMetricsServer(metrics, logger, deps.serverOptions);
   const scrapeConnections = new WeakSet<Duplex>();
   metricsServer.on('connection', (socket: Duplex) => scrapeConnections.add(socket));
   return {
@@ -58,7 +66,14 @@ export function createService(deps: ServiceDependencies): Service {
       await listen(apiServer, config.port, config.host);
       await listen(metricsServer, config.metricsPort, config.host);
     },
-    isUntraced: (request) => scrapeConnections.has(request.socket) || isProbeRequest(router, request),
+    incomingRequests: {
+      untraced: (request) => scrapeConnections.has(request.socket) || isProbeRequest(router, request),
+      spanAttributes: createSpanAttributes({
+        routed: (request) => isRoutedRequest(router, request),
+        queryParams: config.traceQueryParams,
+        trustedProxies: config.trustedProxies,
+      }),
+    },
   };
 }
 
@@ -71,7 +86,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
   exitOnUnexpectedFailure(logger);
 
   const service = createService({ config, logger, metrics });
-  telemetry.ignoreIncomingRequests(service.isUntraced);
+  telemetry.describeIncomingRequests(service.incomingRequests);
   try {
     await service.listen();
   } catch (error) {

@@ -20,6 +20,8 @@ const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unk
   ['SHUTDOWN_DELAY', 'shutdownDelayMs', 0],
   ['SHUTDOWN_TIMEOUT', 'shutdownTimeoutMs', 25_000],
   ['BUILD_REVISION', 'buildRevision', 'unknown'],
+  ['TRACE_QUERY_PARAMS', 'traceQueryParams', []],
+  ['TRUSTED_PROXIES', 'trustedProxies', []],
 ];
 
 /** Values accepted, and what they become. */
@@ -38,6 +40,18 @@ const ACCEPTED: ReadonlyArray<[variable: string, value: string, expected: unknow
   ['SHUTDOWN_DELAY', '5', 5000],
   ['SHUTDOWN_TIMEOUT', '2.5', 2500],
   ['BUILD_REVISION', ' 3ca9d93 ', '3ca9d93'],
+  ['TRACE_QUERY_PARAMS', 'page, sort,filter[status]', ['page', 'sort', 'filter[status]']],
+  [
+    'TRUSTED_PROXIES',
+    '10.0.0.0/8, 192.0.2.1,fd00::/8,::1',
+    [
+      { address: '10.0.0.0', prefix: 8, family: 'ipv4' },
+      { address: '192.0.2.1', prefix: 32, family: 'ipv4' },
+      { address: 'fd00::', prefix: 8, family: 'ipv6' },
+      { address: '::1', prefix: 128, family: 'ipv6' },
+    ],
+  ],
+  ['TRUSTED_PROXIES', '0.0.0.0/0', [{ address: '0.0.0.0', prefix: 0, family: 'ipv4' }]],
 ];
 
 /** Values refused, and what the message says is allowed. */
@@ -57,6 +71,16 @@ const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]>
   ['SHUTDOWN_DELAY', '-5', /expected a number of seconds/],
   ['SHUTDOWN_TIMEOUT', '5s', /expected a number of seconds/],
   ['HOST', 'http://0.0.0.0', /expected an IP address or host name/],
+  ['TRACE_QUERY_PARAMS', 'page sort', /expected query parameter names separated by commas/],
+  ['TRACE_QUERY_PARAMS', 'page,,sort', /expected query parameter names separated by commas/],
+  ['TRACE_QUERY_PARAMS', 'page=1', /expected query parameter names separated by commas/],
+  ['TRUSTED_PROXIES', '10.0.0.0/33', /expected IP addresses or CIDR ranges separated by commas, e.g. 10.0.0.0\/8,fd00::\/8/],
+  ['TRUSTED_PROXIES', 'fd00::/129', /expected IP addresses or CIDR ranges/],
+  ['TRUSTED_PROXIES', 'ingress-nginx', /expected IP addresses or CIDR ranges/],
+  ['TRUSTED_PROXIES', '10.0.0.0/8/8', /expected IP addresses or CIDR ranges/],
+  ['TRUSTED_PROXIES', '10.0.0.0/', /expected IP addresses or CIDR ranges/],
+  ['TRUSTED_PROXIES', '10.0.0.0/8,', /expected IP addresses or CIDR ranges/],
+  ['TRUSTED_PROXIES', '2', /expected IP addresses or CIDR ranges/],
 ];
 
 const fieldOf = (variable: string): keyof Config => DEFAULTS.find(([name]) => name === variable)?.[1] ?? ('' as keyof Config);
@@ -115,6 +139,7 @@ describe('the entry point with a bad variable', () => {
     ['BODY_LIMIT', '-1'],
     ['LOG_LEVEL', 'loud'],
     ['SHUTDOWN_TIMEOUT', 'never'],
+    ['TRUSTED_PROXIES', '10.0.0.0/40'],
   ])('%s=%s exits 1 before listening, with one line naming it', async (name, value) => {
     const result = await runServiceToExit({ [name]: value });
     expect(result.code).toBe(1);

@@ -149,9 +149,11 @@ describe('the service answers as openapi.yaml says', () => {
     expect(() => expectDocumented('POST', '/product', teapot)).toThrow(/POST \/product answered 418, which openapi.yaml does not list/);
     const missingHeader: ParsedResponse = { status: 200, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'ok' };
     expect(() => expectDocumented('GET', '/health', missingHeader)).toThrow(/X-Content-Type-Options is missing/);
+    const cacheable: ParsedResponse = { status: 404, headers: { 'x-content-type-options': 'nosniff', 'content-type': 'application/problem+json' }, body: '' };
+    expect(() => expectDocumented('GET', '/nowhere', cacheable)).toThrow(/Cache-Control is missing/);
     const wrongBody: ParsedResponse = {
       status: 201,
-      headers: { 'x-content-type-options': 'nosniff', 'content-type': 'application/json; charset=utf-8' },
+      headers: { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store', 'content-type': 'application/json; charset=utf-8' },
       body: '{"product_id":0}',
     };
     expect(() => expectDocumented('POST', '/product', wrongBody)).toThrow(/body/);

@@ -4,7 +4,7 @@
 // Hostile and unusual HTTP through real sockets: clients that leave mid-body, a request that times
 // out, Expect: 100-continue, clients still sending a body that was refused, HTTP that Node's parser
 // lets through or answers outside the service's error shape, pipelining floods and bodies cut into
-// many chunks. The tests check the answer on the wire and, where the request reached the service,
+// many chunks, and the same attacks on the metrics port. The tests check the answer on the wire and, where the request reached the service,
 // what it recorded (histogram, product_ids_issued_total, log level); the built service is used where
 // the real process matters (memory, spans).
 import { randomBytes } from 'node:crypto';
@@ -12,8 +12,9 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Gauge } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
-import type { ApiServerOptions } from '../src/http/api-server';
+import type { ServerOptions } from '../src/http/server';
 import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { startInProcess, type InProcessService } from './support/in-process';
@@ -33,11 +34,12 @@ function statusesCounted(exposition: string): number[] {
 
 const idsIssued = (exposition: string): number | undefined => sampleValue(exposition, 'product_ids_issued_total');
 
-/** A problem+json answer in the service's shape, with nosniff. */
+/** A problem+json answer in the service's shape, with nosniff and no-store. */
 function expectProblem(answer: ParsedResponse, status: number): void {
   expect(answer.status).toBe(status);
   expect(answer.headers['content-type']).toBe('application/problem+json');
   expect(answer.headers['x-content-type-options']).toBe('nosniff');
+  expect(answer.headers['cache-control']).toBe('no-store');
   expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status });
 }
 
@@ -56,7 +58,7 @@ async function exchangeUntilClosed(port: number, payload: string): Promise<strin
 }
 
 /** The in-process service with API server `options` (short timeouts, small lingering limits), closed after the test. */
-async function serveWith(options: ApiServerOptions): Promise<InProcessService> {
+async function serveWith(options: ServerOptions): Promise<InProcessService> {
   const svc = await startInProcess({}, options);
   onTestFinished(() => svc.close());
   return svc;
@@ -240,7 +242,10 @@ describe('a body over the limit from a client still sending it', () => {
   });
 });
 
-describe('HTTP that Node lets through or answers outside the service error shape', () => {
+describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
+  ['the API port', (svc) => svc.port],
+  ['the metrics port', (svc) => svc.metricsPort],
+])('HTTP that Node lets through or answers outside the service error shape, on %s', (_port, portOf) => {
   let svc: InProcessService;
   beforeAll(async () => {
     svc = await startInProcess();
@@ -261,8 +266,9 @@ describe('HTTP that Node lets through or answers outside the service error shape
       400,
       'POST /product HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\nGET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n',
     ],
-  ])('%s: %i problem+json with nosniff, then the connection closes', async (_case, status, payload) => {
-    const raw = await exchangeUntilClosed(svc.port, payload);
+    ['headers over 16 KiB', 431, `GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20 * 1024)}\r\n\r\n`],
+  ])('%s: %i problem+json with nosniff and no-store, then the connection closes', async (_case, status, payload) => {
+    const raw = await exchangeUntilClosed(portOf(svc), payload);
     const answer = parseResponse(raw);
     expectProblem(answer, status);
     expect(answer.headers.connection).toBe('close');
@@ -356,5 +362,98 @@ describe('a body cut into many chunks', () => {
     const answer = parseResponse(await connection.waitFor((raw) => raw.includes('product_id'), 10_000));
     expect(answer.status).toBe(201);
     connection.socket.destroy();
+  });
+});
+
+describe('the metrics port, attacked as the API port is', () => {
+  /**
+   * Counts the service's renders of its exposition: a gauge whose collect() prom-client calls once
+   * per render, and which holds each render until `release()`, so that a test can have every
+   * scrape arrive while one render is under way.
+   */
+  function countRenders(svc: InProcessService): { renders: () => number; release: () => void } {
+    let renders = 0;
+    let open = (): void => undefined;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    new Gauge({
+      name: 'test_renders',
+      help: 'Renders of the exposition, counted by the test.',
+      registers: [svc.metrics.registry],
+      async collect() {
+        renders += 1;
+        await gate;
+        this.set(renders);
+      },
+    });
+    return { renders: () => renders, release: open };
+  }
+
+  /** The requests the metrics server has received, counted from now. */
+  function countRequests(svc: InProcessService): () => number {
+    let received = 0;
+    svc.metricsServer.on('request', () => (received += 1));
+    return () => received;
+  }
+
+  const scrapeRequest = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n';
+
+  it('one connection pipelining 1,000 GET /metrics without reading: closed after the bound, one render for all it was answered, /health keeps answering, not counted as an API refusal', async () => {
+    const svc = await startInProcess();
+    onTestFinished(() => svc.close());
+    const { renders, release } = countRenders(svc);
+    const received = countRequests(svc);
+    const socket = connect(svc.metricsPort, '127.0.0.1');
+    socket.pause(); // never reads an answer
+    socket.on('error', () => undefined);
+    await once(socket, 'connect');
+    socket.write(scrapeRequest.repeat(1000));
+    await vi.waitFor(() => expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE && line.level === 'warn')).toHaveLength(1), {
+      timeout: 5000,
+      interval: 10,
+    });
+    // While the one render is held, the API port answers.
+    const health = await fetch(`${svc.baseUrl}/health`);
+    expect(health.status).toBe(200);
+    release();
+    socket.resume();
+    await vi.waitFor(() => expect(socket.destroyed).toBe(true), { timeout: 5000, interval: 10 });
+    expect(received()).toBeGreaterThan(MAX_REQUESTS_PER_CONNECTION_PER_TURN);
+    expect(renders()).toBe(1);
+    // The refusal counter is the API's.
+    const exposition = (await svc.metrics.render(undefined)).body;
+    expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'pipelining_limit' })).toBe(0);
+  });
+
+  it('50 concurrent scrapes on 50 connections: one render, and all 50 get the same exposition with no-store', async () => {
+    const svc = await startInProcess();
+    onTestFinished(() => svc.close());
+    const { renders, release } = countRenders(svc);
+    const received = countRequests(svc);
+    const connections = await Promise.all(Array.from({ length: 50 }, () => openRaw(svc.metricsPort)));
+    for (const connection of connections) connection.socket.write(scrapeRequest);
+    await vi.waitFor(() => expect(received()).toBe(50), { timeout: 5000, interval: 10 });
+    release();
+    const answers = await Promise.all(connections.map(async (connection) => parseResponse(await connection.waitFor(isCompleteResponse))));
+    for (const connection of connections) connection.socket.destroy();
+    expect(renders()).toBe(1);
+    expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: 50 }, () => 200));
+    expect(new Set(answers.map((answer) => answer.body)).size).toBe(1);
+    for (const answer of answers) expect(answer.headers['cache-control']).toBe('no-store');
+    // Once that render is done, the next scrape renders anew.
+    expect(sampleValue(await scrape(svc.metricsUrl), 'test_renders')).toBe(2);
+  });
+
+  it('a client trickling its headers (slowloris) gets 408 and the connection closes, as on the API port', async () => {
+    const svc = await serveWith({ timeouts: { keepAliveTimeout: 5000, headersTimeout: 300, requestTimeout: 600, connectionsCheckingInterval: 50 } });
+    const connection = await openRaw(svc.metricsPort);
+    connection.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: a');
+    const trickle = setInterval(() => connection.socket.write('a'), 50);
+    onTestFinished(() => clearInterval(trickle));
+    await connection.closed;
+    const answer = parseResponse(connection.received());
+    expectProblem(answer, 408);
+    expect(answer.headers.connection).toBe('close');
   });
 });

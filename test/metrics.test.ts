@@ -160,6 +160,14 @@ describe('the built service', () => {
     const head = await fetch(svc.metricsUrl, { method: 'HEAD' });
     expect(head.status).toBe(200);
     expect(await head.text()).toBe('');
+
+    const scraped = await fetch(svc.metricsUrl);
+    expect(scraped.status).toBe(200);
+    // Every answer of the metrics port, errors included, as every answer of the API port.
+    for (const response of [otherPath, wrongMethod, head, scraped]) {
+      expect(response.headers.get('cache-control')).toBe('no-store');
+      expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+    }
   });
 
   it('includes process and Node.js metrics and the build info', async () => {

@@ -11,6 +11,7 @@ import { createServer, type Server } from 'node:net';
 import { hostname } from 'node:os';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, samples, scrape } from './support/exposition';
+import { parseResponse, rawExchange } from './support/raw-http';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan, type ReceiverMode, type ReceiverOptions } from './support/otlp-receiver';
 import { freePort, startService, VERSION, type ServiceProcess } from './support/service-process';
 
@@ -353,6 +354,111 @@ describe('span status and name of 4xx answers', () => {
     expect(span.status.code).not.toBe(STATUS_ERROR);
     expect(span.attributes['error.type']).toBeUndefined();
     expect(collector.spans.filter((s) => s.name.includes('no-such-path') || String(s.attributes['http.route']).includes('no-such-path'))).toEqual([]);
+  });
+});
+
+describe('what a span records of a hostile request', () => {
+  /** What the client makes up: none of it may reach a span. */
+  const FORGED = ['tok_live_51Hx', 'hunter2', 'forged.example', '203.0.113.66', '198.51.100.7'];
+  /** Headers a client writes to forge where it comes from and which server it reached. */
+  const FORGING_HEADERS = [
+    'Host: forged.example:4443',
+    'Forwarded: for=203.0.113.66;host=forged.example;proto=https',
+    'X-Forwarded-For: 198.51.100.7',
+    'X-Forwarded-Host: forged.example',
+    'X-Forwarded-Proto: https',
+  ];
+
+  /** Sends `target` with `headers` and a fresh traceparent on a raw socket; returns the answer's status and the span. */
+  async function tracedRequest(
+    svc: ServiceProcess,
+    collector: OtlpReceiver,
+    method: string,
+    target: string,
+    headers: string[],
+  ): Promise<{ status: number; span: ReceivedSpan }> {
+    const trace = newTraceContext();
+    const head = [`${method} ${target} HTTP/1.1`, ...headers, `traceparent: ${trace.traceparent}`, 'Content-Length: 0', 'Connection: close'];
+    const { status } = parseResponse(await rawExchange(svc.port, `${head.join('\r\n')}\r\n\r\n`));
+    return { status, span: await spanOf(collector, trace.traceId) };
+  }
+
+  /** Every attribute value of the span, its name and its resource, as one string to search. */
+  const everythingIn = (span: ReceivedSpan): string => JSON.stringify([span.name, span.attributes, span.resource]);
+
+  describe('with the defaults', () => {
+    const shared = sharedExportingService();
+
+    it('the query string is REDACTED, names and values; client.address and server.address come from the socket, not from Host, Forwarded or X-Forwarded-*', async () => {
+      const { svc, collector } = shared;
+      const { status, span } = await tracedRequest(
+        svc,
+        collector,
+        'POST',
+        '/product?access_token=tok_live_51Hx&password=hunter2&tok_live_51Hx',
+        FORGING_HEADERS,
+      );
+      expect(status).toBe(201);
+      expect(span.attributes).toMatchObject({
+        'url.path': '/product',
+        'url.query': 'REDACTED&REDACTED&REDACTED',
+        'client.address': '127.0.0.1',
+        'network.peer.address': '127.0.0.1',
+        'server.address': '127.0.0.1',
+        'server.port': svc.port,
+        'http.route': '/product',
+      });
+      for (const forged of FORGED) expect(everythingIn(span)).not.toContain(forged);
+    });
+
+    it("a scanner's unmatched path is in no attribute (no url.path), and the span is named by the method alone", async () => {
+      const { svc, collector } = shared;
+      const { status, span } = await tracedRequest(svc, collector, 'GET', '/reset/tok_live_51Hx?password=hunter2', FORGING_HEADERS);
+      expect(status).toBe(404);
+      expect(span.name).toBe('GET');
+      expect(span.attributes['url.path']).toBeUndefined();
+      expect(span.attributes['http.route']).toBeUndefined();
+      expect(span.attributes['url.query']).toBe('REDACTED');
+      expect(span.attributes['http.response.status_code']).toBe(404);
+      for (const forged of [...FORGED, '/reset']) expect(everythingIn(span)).not.toContain(forged);
+    });
+
+    it('a matched path with another method (405) keeps its url.path and route', async () => {
+      const { svc, collector } = shared;
+      const { status, span } = await tracedRequest(svc, collector, 'DELETE', '/product', ['Host: x']);
+      expect(status).toBe(405);
+      expect(span.attributes).toMatchObject({ 'url.path': '/product', 'http.route': '/product' });
+    });
+  });
+
+  describe('TRACE_QUERY_PARAMS=page,sort', () => {
+    const shared = sharedExportingService({ TRACE_QUERY_PARAMS: 'page,sort' });
+
+    it('records those parameters as sent and every other one as REDACTED, in their order', async () => {
+      const { svc, collector } = shared;
+      const { span } = await tracedRequest(svc, collector, 'POST', '/product?page=2&access_token=tok_live_51Hx&sort=name%20desc&Page=hunter2', ['Host: x']);
+      expect(span.attributes['url.query']).toBe('page=2&REDACTED&sort=name+desc&REDACTED');
+      for (const forged of FORGED) expect(everythingIn(span)).not.toContain(forged);
+    });
+  });
+
+  describe('TRUSTED_PROXIES=127.0.0.0/8,198.51.100.0/24 (the test client connects from 127.0.0.1)', () => {
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '127.0.0.0/8,198.51.100.0/24' });
+
+    it.each([
+      { forwardedFor: undefined, client: '127.0.0.1', why: 'no X-Forwarded-For: the proxy itself' },
+      { forwardedFor: '192.0.2.10', client: '192.0.2.10', why: 'the address the proxy appended' },
+      { forwardedFor: '203.0.113.66, 192.0.2.10', client: '192.0.2.10', why: 'what the client wrote before it is ignored' },
+      { forwardedFor: '192.0.2.10, 198.51.100.7', client: '192.0.2.10', why: 'trusted proxies are skipped, from the end' },
+      { forwardedFor: 'tok_live_51Hx, 198.51.100.7', client: '198.51.100.7', why: 'an entry that is no address stops at the last trusted proxy' },
+    ])('X-Forwarded-For: $forwardedFor → client.address $client ($why); Forwarded and Host still ignored', async ({ forwardedFor, client }) => {
+      const { svc, collector } = shared;
+      const headers = ['Host: forged.example', 'Forwarded: for=203.0.113.66;host=forged.example'];
+      if (forwardedFor !== undefined) headers.push(`X-Forwarded-For: ${forwardedFor}`);
+      const { span } = await tracedRequest(svc, collector, 'POST', '/product', headers);
+      expect(span.attributes).toMatchObject({ 'client.address': client, 'network.peer.address': '127.0.0.1', 'server.address': '127.0.0.1' });
+      expect(everythingIn(span)).not.toContain('forged.example');
+    });
   });
 });
 

@@ -74,19 +74,20 @@ export function parseResponses(raw) {
 
 const isProblem = (res) => (res.headers['content-type'] ?? '').startsWith('application/problem+json');
 
-/** "400 problem+json nosniff, closed (FIN) in 3 ms": one answer in table length. */
+/** "400 problem+json nosniff no-store, closed (FIN) in 3 ms": one answer in table length. */
 function describeExchange(exchange, responses) {
   const parts = responses.map((res) => {
     const type = res.headers['content-type'];
     const shortType = type === undefined ? 'no type' : type.replace(/^application\//, '').replace(/;.*$/, '');
-    return `${res.status} ${shortType}${res.headers['x-content-type-options'] === 'nosniff' ? ' nosniff' : ''}`;
+    const headers = `${res.headers['x-content-type-options'] === 'nosniff' ? ' nosniff' : ''}${res.headers['cache-control'] === 'no-store' ? ' no-store' : ''}`;
+    return `${res.status} ${shortType}${headers}`;
   });
   if (parts.length === 0) parts.push(exchange.raw.length ? `unparsed ${JSON.stringify(exchange.raw.slice(0, 40))}` : 'nothing');
   const close = exchange.closed ? `closed (${exchange.closed}) in ${Math.round(exchange.ms)} ms` : `left open ${Math.round(exchange.ms)} ms`;
   return `${parts.join(' + ')}; ${close}`;
 }
 
-/** One raw request, checked for the expected status, the problem shape, nosniff, one answer and (optionally) the close. */
+/** One raw request, checked for the expected status, the problem shape, nosniff and no-store, one answer and (optionally) the close. */
 export async function rawCase(port, { sent, payload, status, mustClose = true }) {
   const exchange = await rawExchange(port, payload);
   const responses = parseResponses(exchange.raw);
@@ -97,6 +98,7 @@ export async function rawCase(port, { sent, payload, status, mustClose = true })
     if (first.status !== status) failures.push(`expected ${status}`);
     if (first.status >= 400 && !isProblem(first)) failures.push('not problem+json');
     if (first.headers['x-content-type-options'] !== 'nosniff') failures.push('no nosniff');
+    if (first.headers['cache-control'] !== 'no-store') failures.push('no Cache-Control: no-store');
   }
   if (responses.length > 1) failures.push(`${responses.length} answers: bytes after the first request were parsed as another`);
   if (mustClose && !exchange.closed) failures.push('connection not closed');

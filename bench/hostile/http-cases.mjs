@@ -1,11 +1,11 @@
-// The hostile run's classes 1-6: clients that speak broken, abusive or half-finished HTTP. Each
+// The hostile run's classes 1-6 and 12: clients that speak broken, abusive or half-finished HTTP. Each
 // class gets a context (ctx.start starts a service of its own, harness.mjs) and returns table rows
 // {sent, got, failures, rssMb?, details?}.
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { max, rssMb, withRssSampling } from '../lib.mjs';
-import { chunkedUpload, connected, parseResponses, rawCase, rawExchange, writeAllThenRead } from './clients.mjs';
-import { MB, health, metricSum, runWorker, startHealthProbe, tally } from './harness.mjs';
+import { cpuMicros, max, request, rssMb, withRssSampling } from '../lib.mjs';
+import { chunkedUpload, connected, parseResponses, rawCase, rawExchange, settleOnce, writeAllThenRead } from './clients.mjs';
+import { MB, health, metricSum, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
 
 /** 1. Framing that two parsers could read differently: the bytes after the first request must never be served. */
 export async function requestSmuggling(ctx) {
@@ -91,8 +91,15 @@ export async function pipeliningFlood(ctx) {
 }
 
 /** 4. Connections held open for free: 500 trickling their headers, 5000 saying nothing. */
-export async function slowlorisAndIdle(ctx) {
-  const svc = await ctx.start('slowloris');
+export const slowlorisAndIdle = (ctx) => slowlorisOn(ctx, 'api');
+
+/**
+ * 500 connections trickling the headers of a request to `port` ('api' or 'metrics') and 5000
+ * saying nothing, while /health on the API port is probed: all must be cut off with 408.
+ */
+async function slowlorisOn(ctx, port) {
+  const svc = await ctx.start(`slowloris-${port}`);
+  const target = port === 'api' ? svc.port : svc.metricsPort;
   const t0 = performance.now();
   const track = (socket) => {
     const c = { socket, answer: '', closedAfterS: NaN, connectedAt: performance.now() };
@@ -109,14 +116,14 @@ export async function slowlorisAndIdle(ctx) {
     const all = [];
     // 250 at a time: a burst of thousands of SYNs overflows the accept backlog and costs 1 s retries.
     for (let i = 0; i < n; i += 250) {
-      const batch = Array.from({ length: Math.min(250, n - i) }, () => net.connect(svc.port, '127.0.0.1'));
+      const batch = Array.from({ length: Math.min(250, n - i) }, () => net.connect(target, '127.0.0.1'));
       await Promise.all(batch.map(connected));
       all.push(...batch.map(track));
     }
     return all;
   };
   const probe = startHealthProbe(svc.port);
-  const header = 'GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ' + 'a'.repeat(100);
+  const header = `GET ${port === 'api' ? '/health' : '/metrics'} HTTP/1.1\r\nHost: localhost\r\nX-Slow: ${'a'.repeat(100)}`;
   const trickling = await open(500);
   let sentBytes = 0;
   const trickle = setInterval(() => {
@@ -261,4 +268,80 @@ export async function clientDrops(ctx) {
       details: { fiveXx, c499, errorLines: errorLines.slice(0, 5) },
     },
   ];
+}
+
+/**
+ * 12. The metrics port: whatever reaches it (every pod of the cluster, without a NetworkPolicy)
+ * can send what a client of the API can. One connection pipelining scrapes without reading, a
+ * flood of concurrent scrapes, and slowloris, each while /health is probed on the API port.
+ */
+export async function metricsPortAttacks(ctx) {
+  return [await pipelinedScrapes(ctx), await scrapeFlood(ctx), ...(await slowlorisOn(ctx, 'metrics'))];
+}
+
+/** 1,000 `GET /metrics` in one write on one connection that never reads: closed past the pipelining bound. */
+async function pipelinedScrapes(ctx) {
+  const svc = await ctx.start('metrics-pipelined');
+  await request(svc.metricsPort, 'GET', '/metrics'); // as Prometheus would have: the first render warms the code up
+  const probe = startHealthProbe(svc.port);
+  await sleep(500);
+  const socket = net.connect(svc.metricsPort, '127.0.0.1');
+  socket.pause(); // before connecting: not a byte of the answers is read until the server is done
+  socket.on('error', () => {});
+  await connected(socket);
+  const cpuBefore = cpuMicros(svc.pid);
+  const t0 = performance.now();
+  socket.write('GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n'.repeat(1000));
+  // The service says at warn that it closed a connection for pipelining; log lines reach stdout within 250 ms.
+  let closedMs = NaN;
+  while (performance.now() - t0 < 5000 && !Number.isFinite(closedMs)) {
+    if (svc.logLines().some((line) => line.level === 'warn' && /pipelined/.test(line.detail ?? ''))) closedMs = performance.now() - t0;
+    else await sleep(50);
+  }
+  const cpuMs = (cpuMicros(svc.pid) - cpuBefore) / 1000;
+  await sleep(2000); // /health keeps being probed after the attack
+  const h = await probe.stop();
+  // What the client can read now: the answers the server wrote before it closed the connection.
+  let raw = '';
+  const { ended, finish } = settleOnce(socket, 3000, 'timeout', (ending) => ({ ending, answers: parseResponses(raw).length }));
+  socket.on('data', (chunk) => (raw += chunk.toString('latin1')));
+  socket.on('close', () => finish('closed'));
+  socket.resume();
+  const read = await ended;
+  return {
+    sent: 'one connection pipelining 1,000 `GET /metrics` in one write, never reading; /health probed on the API port',
+    got: `closed by the server ${Number.isFinite(closedMs) ? `within ${Math.round(closedMs)} ms` : 'never'} (${read.answers} answers readable after it); service CPU ${cpuMs.toFixed(0)} ms until then; ${health(h)}`,
+    failures: [
+      ...(Number.isFinite(closedMs) ? [] : ['the connection was not closed']),
+      ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+      ...(read.answers <= 64 ? [] : [`${read.answers} answers on one connection, more than the bound`]),
+    ],
+    details: { closedMs, cpuMs, answersRead: read.answers, ending: read.ending, health: h },
+  };
+}
+
+/** 50 connections scraping in a closed loop: concurrent scrapes share a render, so a scrape costs less than a render. */
+async function scrapeFlood(ctx) {
+  const svc = await ctx.start('metrics-scrape-flood');
+  const cpuPerScrape = async (connections, seconds) => {
+    const before = cpuMicros(svc.pid);
+    const load = await runWorker('keepalive', { port: svc.metricsPort, connections, seconds, path: '/metrics' });
+    return { load, micros: (cpuMicros(svc.pid) - before) / Math.max(1, load.sent) };
+  };
+  // One connection, one scrape at a time: every scrape is a render of its own.
+  const alone = await cpuPerScrape(1, 2);
+  const probe = startHealthProbe(svc.port);
+  const flood = await cpuPerScrape(50, 8);
+  const h = await probe.stop();
+  const peak = svc.peakRssMb();
+  return {
+    sent: '50 connections scraping `GET /metrics` in a closed loop for 8 s (after 2 s of one connection scraping alone); /health probed on the API port',
+    got: `${flood.load.sent} scrapes (${statusText(flood.load)}), ${Math.round(flood.micros)} µs of service CPU per scrape against ${Math.round(alone.micros)} µs alone; ${health(h)}`,
+    failures: [
+      ...(flood.load.failed === 0 ? [] : [`${flood.load.failed} scrapes failed`]),
+      ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+      ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
+    ],
+    details: { alone, flood, health: h },
+  };
 }

@@ -11,9 +11,10 @@ import { settleOnce } from './clients.mjs';
 const WORKERS = {
   /**
    * Closed loop over `connections` keep-alive connections: each sends the next `POST /product`
-   * when the previous answer arrives, until `seconds` pass or `stopAt` (epoch ms). A loop ends
-   * early when its connection is refused (the listener closed). failed = errors other than that
-   * + non-201; failedReused = those on a connection kept alive from an earlier answer.
+   * (or `GET o.path`: a scrape of the metrics port) when the previous answer arrives, until
+   * `seconds` pass or `stopAt` (epoch ms). A loop ends early when its connection is refused (the
+   * listener closed). failed = errors other than that + answers other than 201 (200 for a GET);
+   * failedReused = those on a connection kept alive from an earlier answer.
    */
   async keepalive(o) {
     const agent = new http.Agent({ keepAlive: true, maxSockets: o.connections });
@@ -26,14 +27,14 @@ const WORKERS = {
     let okAfter = 0;
     let sent = 0;
     const end = Date.now() + o.seconds * 1000;
-    const body = '{"name":"hostile"}';
+    const [method, path, body, okStatus] = o.path === undefined ? ['POST', '/product', '{"name":"hostile"}', 201] : ['GET', o.path, '', 200];
     const post = (onRequest) =>
       new Promise((resolve, reject) => {
-        const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+        const headers = method === 'POST' ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {};
         // A distinct value per request, as distinct clients would send.
         if (filler) headers['user-agent'] = `${sent}-${filler}`.slice(0, o.userAgentBytes);
         sent++;
-        const req = http.request({ host: '127.0.0.1', port: o.port, method: 'POST', path: '/product', agent, headers, timeout: 10_000 }, (res) => {
+        const req = http.request({ host: '127.0.0.1', port: o.port, method, path, agent, headers, timeout: 10_000 }, (res) => {
           res.resume();
           res.on('end', () => resolve(res.statusCode));
           res.on('error', reject);
@@ -41,7 +42,7 @@ const WORKERS = {
         onRequest(req);
         req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
         req.on('error', reject);
-        req.end(body);
+        req.end(method === 'POST' ? body : undefined);
       });
     const loop = async () => {
       while (Date.now() < Math.min(end, o.stopAt ?? Infinity)) {
@@ -51,7 +52,7 @@ const WORKERS = {
             req = r;
           });
           statuses[status] = (statuses[status] ?? 0) + 1;
-          if (status === 201 && o.countAfter && Date.now() >= o.countAfter) okAfter++;
+          if (status === okStatus && o.countAfter && Date.now() >= o.countAfter) okAfter++;
         } catch (err) {
           if (err.code === 'ECONNREFUSED') {
             refused++;
@@ -68,7 +69,7 @@ const WORKERS = {
     };
     await Promise.all(Array.from({ length: o.connections }, loop));
     agent.destroy();
-    const ok = statuses[201] ?? 0;
+    const ok = statuses[okStatus] ?? 0;
     const all = Object.values(statuses).reduce((a, b) => a + b, 0) + Object.values(errors).reduce((a, b) => a + b, 0);
     return { sent, ok, okAfter, statuses, errors, messages, refused, failed: all - ok, failedReused };
   },

@@ -1,10 +1,10 @@
 /**
  * What a node:http server keeps about each of its connections, and the one way a request is
- * refused before the application sees it. guardConnections() sets it up on one server (the API
- * port's, in api-server.ts; any other node:http server can use it the same way): per connection,
- * the pipelining bound, the status the server closed it with, lingering close, and the answers to
- * what Node's parser rejects. The Koa middleware and request-body ask about a request's connection
- * through canAnswerOn, closedConnectionStatus and sendContinue.
+ * refused before the application sees it. guardConnections() sets it up on one server (each port's,
+ * in server.ts): per connection, the pipelining bound, the status the server closed it with,
+ * lingering close, and the answers to what Node's parser rejects. The Koa middleware and
+ * request-body ask about a request's connection through canAnswerOn, closedConnectionStatus and
+ * sendContinue.
  */
 import { ServerResponse, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { Socket } from 'node:net';
@@ -76,7 +76,7 @@ export interface ConnectionGuard {
 
 export interface ConnectionGuardOptions {
   logger: Logger;
-  /** Counts each refusal by reason (product_service_http_requests_refused_total); the API port's only. */
+  /** Counts each refusal by reason (product_service_http_requests_refused_total); the API port's only, not the metrics port's. */
   metrics?: Pick<Metrics, 'countRefusedRequest'>;
   /** LINGERING_CLOSE unless given (tests shorten it). */
   lingeringClose?: LingeringLimits;

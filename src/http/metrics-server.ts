@@ -1,23 +1,27 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
-import { SERVER_TIMEOUTS } from './api-server';
 import { problemAnswer, sendProblem } from './problem';
 import { setSecurityHeaders } from './security-headers';
+import { createHttpServer, type ServerOptions } from './server';
 
 /**
  * The metrics port: `/metrics` only, kept off the API port so that the API can be exposed through
- * an ingress without exposing the metrics. Plain node:http: two answers do not need a framework.
- * The API's timeouts apply: Prometheus keeps its connection between scrapes, like a balancer.
+ * an ingress without exposing the metrics. The same server as the API port's (server.ts: timeouts,
+ * pipelining bound, refusals, lingering close), since whatever reaches this port can send what a
+ * client of the API can. Its refusals are logged, not counted: the refusal counter is the API's
+ * (its dashboard panel and alerts read it as API traffic). Plain node:http behind it: two answers
+ * do not need a framework.
  */
-export function createMetricsServer(metrics: Pick<Metrics, 'render'>, logger: Logger): Server {
-  return createServer(SERVER_TIMEOUTS, (req, res) => {
+export function createMetricsServer(metrics: Pick<Metrics, 'render'>, logger: Logger, options: ServerOptions = {}): Server {
+  const scrape = (req: IncomingMessage, res: ServerResponse): void => {
     serveMetrics(req, res, metrics).catch((error: unknown) => {
       logger.error({ err: error }, 'failed to render metrics');
       if (!res.headersSent) sendProblem(res, problemAnswer(500));
       else res.destroy();
     });
-  });
+  };
+  return createHttpServer(scrape, { logger }, options);
 }
 
 async function serveMetrics(req: IncomingMessage, res: ServerResponse, metrics: Pick<Metrics, 'render'>): Promise<void> {
@@ -26,6 +30,8 @@ async function serveMetrics(req: IncomingMessage, res: ServerResponse, metrics: 
   if (path !== '/metrics') return sendProblem(res, problemAnswer(404));
   if (req.method !== 'GET' && req.method !== 'HEAD') return sendProblem(res, problemAnswer(405, undefined, { Allow: 'GET, HEAD' }));
   const { contentType, body } = await metrics.render(req.headers.accept);
+  // The client may have gone, or the connection been refused, while the exposition was rendered.
+  if (res.destroyed) return;
   res.writeHead(200, { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(body) });
   res.end(req.method === 'HEAD' ? undefined : body);
 }

@@ -27,7 +27,7 @@ export function securityHeaders(): Middleware {
  * Records each request once its answer is known: the duration histogram (with the trace id of a
  * sampled request as exemplar) and the request log line, which is written inside the request's
  * context and so carries its trace_id. The duration starts when the API server received the
- * request (api-server.ts), so it includes what ran before the application.
+ * request (server.ts), so it includes what ran before the application.
  */
 export function recordRequests(logger: Logger, metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'>): Middleware {
   return async function recordRequests(ctx, next) {

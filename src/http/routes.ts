@@ -54,7 +54,16 @@ export function createRouter(deps: RouteDependencies): Router {
  * (the same case-insensitivity and trailing slash); asked before Koa runs, to leave probes untraced.
  */
 export function isProbeRequest(router: Router, req: IncomingMessage): boolean {
-  // The path without the query, as Koa gives the router.
+  return routesOfPath(router, req).some((layer) => typeof layer.path === 'string' && PROBE_ROUTES.has(layer.path));
+}
+
+/** Whether `req`'s path is one of the routes, whatever its method (a 405 is routed, a 404 is not); asked before Koa runs. */
+export function isRoutedRequest(router: Router, req: IncomingMessage): boolean {
+  return routesOfPath(router, req).length > 0;
+}
+
+/** The routes whose path `req`'s path matches, as the router matches it: without the query, as Koa gives it. */
+function routesOfPath(router: Router, req: IncomingMessage): ReturnType<Router['match']>['path'] {
   const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
-  return router.match(path, req.method ?? 'GET').path.some((layer) => typeof layer.path === 'string' && PROBE_ROUTES.has(layer.path));
+  return router.match(path, req.method ?? 'GET').path;
 }

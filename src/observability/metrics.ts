@@ -22,7 +22,7 @@ export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 
  */
 const INITIAL_REQUEST_SERIES = [201, 500, 499].map((status) => ({ http_request_method: 'POST', http_route: '/product', http_response_status_code: status }));
 
-/** Why the API server turned a request (or a connection) away before the application saw it (api-server.ts). */
+/** Why the API server turned a request (or a connection) away before the application saw it (server.ts, connections.ts). */
 export const REFUSAL_REASONS = [
   'bad_request',
   'connect',
@@ -241,15 +241,27 @@ function registerV8Metrics(registry: Registry<RegistryContentType>): void {
 }
 
 /**
+ * One render serves every scrape that asks while it is pending: N concurrent scrapes (or N
+ * pipelined on one connection) cost one render per format, not N, so flooding the metrics port
+ * does not multiply the work. A render starts once the current turn of the event loop has handled
+ * all its I/O (setImmediate), so that the scrapes read in that turn, from every connection, find
+ * it pending; most of a render runs without yielding, so started at once it would be done before
+ * the next connection's read. A scrape that joins a render already running gets values at most
+ * one render older than its request; Prometheus stamps them with the scrape's start anyway.
+ *
  * prom-client renames counters in place while it writes OpenMetrics (it strips "_total" from
- * metric.name, see Registry.metrics), which would break the next plain-text scrape. So each
- * scrape runs alone, in the format asked for, and the names are put back afterwards.
- * Upstream: https://github.com/prometheus/client_js/pull/829
+ * metric.name, see Registry.metrics), which would break a plain-text render running at the same
+ * time. So renders run one at a time, in the format asked for, and the names are put back
+ * afterwards. Upstream: https://github.com/prometheus/client_js/pull/829
  */
 function createRenderer(registry: Registry<RegistryContentType>): Metrics['render'] {
+  const endOfTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
   let queue: Promise<unknown> = Promise.resolve();
+  const pending = new Map<boolean, ReturnType<Metrics['render']>>();
   return (accept) => {
     const openMetrics = accept !== undefined && accept.includes('application/openmetrics-text');
+    const shared = pending.get(openMetrics);
+    if (shared !== undefined) return shared;
     const run = async (): Promise<{ contentType: string; body: string }> => {
       const counters = registry.getMetricsAsArray().filter((metric) => String(metric.type) === 'counter');
       const names = counters.map((metric) => metric.name);
@@ -262,8 +274,12 @@ function createRenderer(registry: Registry<RegistryContentType>): Metrics['rende
         });
       }
     };
-    const result = queue.then(run, run);
-    queue = result.catch(() => undefined);
+    const result = queue.then(endOfTurn).then(run);
+    pending.set(openMetrics, result);
+    queue = result.then(
+      () => pending.delete(openMetrics),
+      () => pending.delete(openMetrics),
+    );
     return result;
   };
 }

@@ -7,7 +7,8 @@
  * - What is instrumented: http (the server span of each request, named `METHOD route`, and client
  *   spans for outgoing calls), koa (patched, but with its middleware and router layers ignored
  *   it makes no spans; the route of the server span comes from http/middleware.ts) and pino
- *   (trace_id, span_id and trace_flags in every log line written inside a request).
+ *   (trace_id, span_id and trace_flags in every log line written inside a request). What a server
+ *   span records of the request the client sent is the service's to say (span-attributes.ts).
  * - What is exported: traces, when an OTLP endpoint or OTEL_TRACES_EXPORTER is set. Metrics are
  *   served by prom-client on the metrics port. Logs go to stdout, and when OTEL_LOGS_EXPORTER names
  *   an exporter (otlp, console) each line is also sent through it by the pino instrumentation,
@@ -32,10 +33,17 @@ export interface Telemetry {
   /** The span processor's self-metrics, or undefined when the SDK does not report them. */
   readSpanPipeline(): Promise<SpanPipelineCounts | undefined>;
   /**
-   * Incoming requests for which `untraced` holds get no span: probes and scrapes would drown the
-   * traces that matter. The service says which (service.ts), since only its router knows its routes.
+   * How incoming requests are traced. The service says (service.ts), since only its router and its
+   * configuration know which requests are probes, which paths are routes and what may be recorded.
    */
-  ignoreIncomingRequests(untraced: (request: IncomingMessage) => boolean): void;
+  describeIncomingRequests(requests: IncomingRequests): void;
+}
+
+export interface IncomingRequests {
+  /** Requests that get no span: probes and scrapes would drown the traces that matter. */
+  untraced(request: IncomingMessage): boolean;
+  /** Attributes of the server span that replace instrumentation-http's own (span-attributes.ts). */
+  spanAttributes(request: IncomingMessage): Attributes;
 }
 
 /** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
@@ -126,7 +134,7 @@ function keepValidResourceAttributes(env: WritableEnv, warn: (message: string) =
 const DISABLED: Telemetry = {
   shutdown: () => Promise.resolve(),
   readSpanPipeline: () => Promise.resolve(undefined),
-  ignoreIncomingRequests: () => undefined,
+  describeIncomingRequests: () => undefined,
 };
 
 /** OTEL_SDK_DISABLED=true: none of the SDK is loaded or started. */
@@ -167,9 +175,14 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
           }
         })()
       : undefined;
-  let untraced: (request: IncomingMessage) => boolean = () => false;
+  // Until the service describes its requests, none arrive: it does so before it listens.
+  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}) };
   const instrumentations = auto.getNodeAutoInstrumentations({
-    '@opentelemetry/instrumentation-http': { ignoreIncomingRequestHook: (request) => untraced(request) },
+    '@opentelemetry/instrumentation-http': {
+      ignoreIncomingRequestHook: (request) => incoming.untraced(request),
+      // Its attributes are merged over the instrumentation's own before the span starts.
+      startIncomingSpanHook: (request) => incoming.spanAttributes(request),
+    },
     // A span per Koa middleware or router layer would repeat the server span; the app sets the
     // route on it (http/middleware.ts) and the http instrumentation names the span from it.
     // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- KoaLayerType's values; its package is not a direct dependency
@@ -206,8 +219,8 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   return {
     shutdown: () => sdk.shutdown(),
     readSpanPipeline: () => (selfMetrics === undefined ? Promise.resolve(undefined) : readSpanPipeline(selfMetrics)),
-    ignoreIncomingRequests: (predicate) => {
-      untraced = predicate;
+    describeIncomingRequests: (requests) => {
+      incoming = requests;
     },
   };
 }

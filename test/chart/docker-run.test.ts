@@ -3,7 +3,8 @@
 // `docker run` flags (pod-to-docker.ts), and /health is probed as the kubelet would. Then the
 // rendered `helm test` pod runs against it, and SIGTERM shows the shutdown fits the grace period.
 // Rendered with otel.endpoint, the pod exports its spans, with the chart's k8s.* resource, to a
-// collector on the Docker host.
+// collector on the Docker host; with traceQueryParams and trustedProxies, its spans record what
+// those values allow.
 //
 // Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
 // the container tests (`npm run test:container`), which .ci/run runs first.
@@ -159,13 +160,16 @@ describe('the rendered Deployment, run as a container', () => {
   }, 60_000);
 });
 
-describe('the rendered Deployment with otel.endpoint set', () => {
-  it('exports the server span of a traced request with the resource the chart sets (service.name, k8s.*), and logs its trace_id', async () => {
+describe('the rendered Deployment with otel.endpoint, traceQueryParams and trustedProxies set', () => {
+  it('exports the server span of a traced request with the resource the chart sets (service.name, k8s.*), the query and client address those values allow, and logs its trace_id', async () => {
     // The collector: in this process, on the Docker host's bridge address.
     const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
     try {
       const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
-      const traced = findOne(template([...IMAGE_VALUES, '--set', `otel.endpoint=${endpoint}`], RELEASE, NAMESPACE), 'Deployment');
+      // The test reaches the container through Docker's port publishing: its connections come from
+      // a private address of Docker's networks, trusted here as a pod network would be.
+      const spanValues = ['--set', 'traceQueryParams={page}', '--set', 'trustedProxies={10.0.0.0/8,172.16.0.0/12,192.168.0.0/16}'];
+      const traced = findOne(template([...IMAGE_VALUES, '--set', `otel.endpoint=${endpoint}`, ...spanValues], RELEASE, NAMESPACE), 'Deployment');
       const main = mainContainer(traced);
       const pod = { podName: `${deploymentName}-7c9d8f6b5-t7r2m`, nodeName: 'node-b' };
       // HOST_NAME resolves to the Docker host, as cluster DNS would resolve a collector's Service name.
@@ -174,9 +178,9 @@ describe('the rendered Deployment with otel.endpoint set', () => {
 
       const traceId = randomBytes(16).toString('hex');
       const parentSpanId = randomBytes(8).toString('hex');
-      const res = await fetch(`${url}/product`, {
+      const res = await fetch(`${url}/product?page=2&access_token=tok_live_51Hx`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${parentSpanId}-01` },
+        headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${parentSpanId}-01`, 'x-forwarded-for': '203.0.113.66' },
         body: '{}',
       });
       expect(res.status).toBe(201);
@@ -192,7 +196,12 @@ describe('the rendered Deployment with otel.endpoint set', () => {
       expect(spans).toHaveLength(1);
       const [span] = spans;
       expect(span).toMatchObject({ name: 'POST /product', scope: '@opentelemetry/instrumentation-http', kind: 2, parentSpanId });
-      expect(span?.attributes).toMatchObject({ 'http.route': '/product', 'product.id': productId });
+      expect(span?.attributes).toMatchObject({
+        'http.route': '/product',
+        'product.id': productId,
+        'url.query': 'page=2&REDACTED',
+        'client.address': '203.0.113.66',
+      });
 
       // Every attribute of the rendered OTEL_RESOURCE_ATTRIBUTES, after the kubelet's expansion...
       const rendered = Object.fromEntries(

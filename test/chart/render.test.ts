@@ -296,6 +296,21 @@ describe('chart defaults', () => {
     expect(templateFails(['--set', 'otel.propagators=w3c'])).toMatch(/otel\/propagators/);
   });
 
+  it('record no query parameter and trust no proxy unless asked, and pass the lists as the service reads them', () => {
+    for (const name of ['TRACE_QUERY_PARAMS', 'TRUSTED_PROXIES']) expect(envNames(container)).not.toContain(name);
+    const set = mainContainer(
+      findOne(template(['--set', 'traceQueryParams={page,sort}', '--set', 'trustedProxies={10.0.0.0/8,fd00::/8,192.0.2.1}']), 'Deployment'),
+    );
+    expect(envValue(set, 'TRACE_QUERY_PARAMS')).toBe('page,sort');
+    expect(envValue(set, 'TRUSTED_PROXIES')).toBe('10.0.0.0/8,fd00::/8,192.0.2.1');
+  });
+
+  it('refuse a query parameter name or a proxy address the service would refuse', () => {
+    expect(templateFails(['--set', 'traceQueryParams={page=1}'])).toMatch(/traceQueryParams/);
+    expect(templateFails(['--set', 'trustedProxies={ingress-nginx}'])).toMatch(/trustedProxies/);
+    expect(templateFails(['--set', 'trustedProxies={10.0.0.0/33}'])).toMatch(/trustedProxies/);
+  });
+
   it('keep the selector when an upgrade changes the image, labels and autoscaling', () => {
     const upgraded = findOne(
       template(['--set', 'image.tag=2.0.0', '--set', 'commonLabels.team=shop', '--set', 'podLabels.tier=api', '--set', 'autoscaling.enabled=true']),

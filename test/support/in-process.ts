@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
 import { parseConfig } from '../../src/config';
-import type { ApiServerOptions } from '../../src/http/api-server';
+import type { ServerOptions } from '../../src/http/server';
 import { createLogger, type Logger } from '../../src/observability/logger';
 import { createMetrics, type Metrics } from '../../src/observability/metrics';
 import { createService, portOf, type ServiceDependencies } from '../../src/service';
@@ -10,7 +10,9 @@ export interface InProcessService {
   server: Server;
   baseUrl: string;
   port: number;
-  /** The metrics endpoint, http://127.0.0.1:PORT/metrics, as ServiceProcess.metricsUrl. */
+  /** The metrics port's server, its port, and its endpoint http://127.0.0.1:PORT/metrics (as ServiceProcess.metricsUrl). */
+  metricsServer: Server;
+  metricsPort: number;
   metricsUrl: string;
   metrics: Metrics;
   logger: Logger;
@@ -30,7 +32,7 @@ export interface InProcessOverrides {
  * (127.0.0.1, ports the OS picks), with a logger at debug whose lines the test can read and no
  * process metrics (tests build many services in one process).
  */
-export async function startInProcess(overrides: InProcessOverrides = {}, apiServerOptions: ApiServerOptions = {}): Promise<InProcessService> {
+export async function startInProcess(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}): Promise<InProcessService> {
   const logs: Array<Record<string, unknown>> = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -46,15 +48,18 @@ export async function startInProcess(overrides: InProcessOverrides = {}, apiServ
     logger,
     metrics,
     issueProductId: overrides.issueProductId,
-    apiServerOptions,
+    serverOptions,
   });
   await service.listen();
   const port = portOf(service.apiServer) ?? 0;
+  const metricsPort = portOf(service.metricsServer) ?? 0;
   return {
     server: service.apiServer,
     port,
     baseUrl: `http://127.0.0.1:${port}`,
-    metricsUrl: `http://127.0.0.1:${portOf(service.metricsServer) ?? 0}/metrics`,
+    metricsServer: service.metricsServer,
+    metricsPort,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     metrics,
     logger,
     logs,

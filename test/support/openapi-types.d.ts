@@ -76,6 +76,7 @@ export interface components {
         ProductCreated: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -91,6 +92,7 @@ export interface components {
         Healthy: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -101,6 +103,7 @@ export interface components {
         Allowed: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 Allow: components["headers"]["Allow"];
                 [name: string]: unknown;
             };
@@ -110,6 +113,7 @@ export interface components {
         BadRequest: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -128,6 +132,7 @@ export interface components {
         NotFound: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -145,6 +150,7 @@ export interface components {
         MethodNotAllowed: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 Allow: components["headers"]["Allow"];
                 [name: string]: unknown;
             };
@@ -163,6 +169,7 @@ export interface components {
         RequestTimeout: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -181,6 +188,7 @@ export interface components {
         PayloadTooLarge: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -199,6 +207,7 @@ export interface components {
         ExpectationFailed: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -217,6 +226,7 @@ export interface components {
         HeadersTooLarge: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -235,6 +245,7 @@ export interface components {
         InternalServerError: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -253,6 +264,7 @@ export interface components {
         HttpVersionNotSupported: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
             content: {
@@ -273,6 +285,8 @@ export interface components {
     headers: {
         /** @description On every answer, errors included; a browser must not guess another type than the declared one. */
         "X-Content-Type-Options": "nosniff";
+        /** @description On every answer, errors included; no cache may keep it (404 and 405 are cacheable by default, and each id is issued once). */
+        "Cache-Control": "no-store";
         /**
          * @description The methods the path serves (`POST` on /product, `HEAD, GET` on /health); empty on `CONNECT`.
          * @example HEAD, GET

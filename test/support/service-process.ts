@@ -148,7 +148,13 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
       return exited;
     },
   };
-  await waitUntilHealthy(service.baseUrl, child, () => stderr);
+  try {
+    await waitUntilHealthy(service.baseUrl, child, () => stderr);
+  } catch (error) {
+    // The caller never gets the handle to stop it: a process still starting would outlive the test run.
+    child.kill('SIGKILL');
+    throw error;
+  }
   return service;
 }
 

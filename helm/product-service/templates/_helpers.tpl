@@ -187,6 +187,14 @@ SIGURG
   value: {{ .Values.shutdown.delaySeconds | quote }}
 - name: SHUTDOWN_TIMEOUT
   value: {{ .Values.shutdown.timeoutSeconds | quote }}
+{{- with .Values.traceQueryParams }}
+- name: TRACE_QUERY_PARAMS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.trustedProxies }}
+- name: TRUSTED_PROXIES
+  value: {{ join "," . | quote }}
+{{- end }}
 - name: NODE_OPTIONS
   value: {{ include "product-service.nodeOptions" . | quote }}
 {{- /* Downward API, for the OpenTelemetry resource (k8s.* semantic conventions). */}}

@@ -21,24 +21,29 @@ export const SERVER_TIMEOUTS = {
   connectionsCheckingInterval: 5_000,
 } as const;
 
-export interface ApiServerOptions {
-  /** SERVER_TIMEOUTS unless given (tests shorten them). */
+/** The limits of both ports' servers; production's unless given (tests shorten them). */
+export interface ServerOptions {
+  /** SERVER_TIMEOUTS unless given. */
   timeouts?: { [K in keyof typeof SERVER_TIMEOUTS]: number };
   /** LINGERING_CLOSE (connections.ts) unless given. */
   lingeringClose?: LingeringLimits;
 }
 
+export interface ServerDependencies {
+  logger: Logger;
+  /** Counts what the server refuses before `listener` (the API port's; see ConnectionGuardOptions). */
+  metrics?: Pick<Metrics, 'countRefusedRequest'>;
+  /** Called with every request the server receives, first (the API port's: its recorded duration starts there). */
+  onRequest?: (req: IncomingMessage) => void;
+}
+
 /**
- * The API port's HTTP/1.1 server: deliberate timeouts, what it refuses answered in the service's
- * error shape, connections closed without losing their last answer, pipelining bounded (the
- * connection bookkeeping is connections.ts's). `listener` is the Koa application's callback.
+ * The HTTP/1.1 server of each of the service's ports: deliberate timeouts, what it refuses
+ * answered in the service's error shape, connections closed without losing their last answer,
+ * pipelining bounded (the connection bookkeeping is connections.ts's). `listener` gets the
+ * requests that pass: the Koa application's callback on the API port, the scrape on the metrics port.
  */
-export function createApiServer(
-  listener: RequestListener,
-  logger: Logger,
-  metrics: Pick<Metrics, 'countRefusedRequest' | 'requestReceived'>,
-  options: ApiServerOptions = {},
-): Server {
+export function createHttpServer(listener: RequestListener, deps: ServerDependencies, options: ServerOptions = {}): Server {
   const server = createServer(
     {
       ...(options.timeouts ?? SERVER_TIMEOUTS),
@@ -47,10 +52,10 @@ export function createApiServer(
     },
     serve,
   );
-  const connections = guardConnections(server, { logger, metrics, lingeringClose: options.lingeringClose });
+  const connections = guardConnections(server, { logger: deps.logger, metrics: deps.metrics, lingeringClose: options.lingeringClose });
 
   function serve(req: IncomingMessage, res: ServerResponse): void {
-    metrics.requestReceived(req);
+    deps.onRequest?.(req);
     // Requests Node still parses from a connection that is closing cannot be answered: not served.
     if (!canAnswerOn(req.socket)) return;
     if (!connections.admit(req)) return;

@@ -1,0 +1,64 @@
+// Runs: src in-process; pure functions, no server.
+//
+// The rules behind what a server span records (src/observability/span-attributes.ts), over the
+// forms real proxies and clients write. test/telemetry.test.ts proves the same rules on the spans
+// the built service exports.
+import { BlockList } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config';
+import { clientAddress, redactQuery, REDACTED } from '../src/observability/span-attributes';
+
+/** The BlockList the service builds from TRUSTED_PROXIES. */
+function trustedList(variable: string): BlockList {
+  const list = new BlockList();
+  for (const { address, prefix, family } of parseConfig({ TRUSTED_PROXIES: variable }).trustedProxies) list.addSubnet(address, prefix, family);
+  return list;
+}
+
+describe('clientAddress', () => {
+  const trusted = trustedList('10.0.0.0/8, fd00::/8, 192.0.2.1');
+
+  it.each<[peer: string, forwardedFor: string | string[] | undefined, expected: string]>([
+    // The peer is not a trusted proxy: whatever it says about others is its own invention.
+    ['203.0.113.5', '198.51.100.7', '203.0.113.5'],
+    ['10.1.2.3', undefined, '10.1.2.3'],
+    ['10.1.2.3', '198.51.100.7', '198.51.100.7'],
+    ['10.1.2.3', '203.0.113.66, 198.51.100.7', '198.51.100.7'],
+    ['10.1.2.3', '198.51.100.7, 10.9.9.9, 192.0.2.1', '198.51.100.7'],
+    // Every hop trusted: the first one, the furthest the proxies can vouch for.
+    ['10.1.2.3', '10.2.2.2, 10.3.3.3', '10.2.2.2'],
+    // Ports, as Azure's and some other proxies write them.
+    ['10.1.2.3', '198.51.100.7:4711', '198.51.100.7'],
+    ['10.1.2.3', '[2001:db8::7]:4711', '2001:db8::7'],
+    ['10.1.2.3', '2001:db8::7', '2001:db8::7'],
+    // IPv6 proxies, and an IPv4 proxy seen through a dual-stack listener.
+    ['fd00::1', '198.51.100.7', '198.51.100.7'],
+    ['::ffff:10.1.2.3', '198.51.100.7', '198.51.100.7'],
+    // Not an address: the walk stops at the last trusted hop.
+    ['10.1.2.3', 'unknown', '10.1.2.3'],
+    ['10.1.2.3', '198.51.100.7, _hidden, 10.4.4.4', '10.4.4.4'],
+    ['10.1.2.3', '', '10.1.2.3'],
+    // Two X-Forwarded-For lines, as a header array.
+    ['10.1.2.3', ['203.0.113.66', '198.51.100.7'], '198.51.100.7'],
+  ])('peer %s, X-Forwarded-For %j: %s', (peer, forwardedFor, expected) => {
+    expect(clientAddress(peer, forwardedFor, trusted)).toBe(expected);
+  });
+
+  it('without trusted proxies, the peer whatever the header says', () => {
+    expect(clientAddress('10.1.2.3', '198.51.100.7', undefined)).toBe('10.1.2.3');
+  });
+});
+
+describe('redactQuery', () => {
+  it.each([
+    ['access_token=abc&page=2', ['page'], `${REDACTED}&page=2`],
+    ['page=2&page=3', ['page'], 'page=2&page=3'],
+    ['tok_secret', [], REDACTED],
+    ['a=1&b=2&c', [], `${REDACTED}&${REDACTED}&${REDACTED}`],
+    ['q=caf%C3%A9%20noir&x=%ZZ', ['q'], `q=caf%C3%A9+noir&${REDACTED}`],
+    ['Page=2', ['page'], REDACTED],
+    ['', ['page'], ''],
+  ])('%j keeping %j: %j', (query, kept, expected) => {
+    expect(redactQuery(query, new Set(kept))).toBe(expected);
+  });
+});
