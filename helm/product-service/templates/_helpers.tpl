@@ -106,12 +106,55 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-The Prometheus job of the release's metrics: the job the chart's ServiceMonitor produces, the
-Service name (the release's full name). The alert rules select it with the release namespace;
-whatever scrapes the metrics must keep the job equal to this.
+The Prometheus job of the release's metrics: the release's full name, which the chart's
+ServiceMonitor and PodMonitor set explicitly. The alert rules and the dashboard select it with the
+release namespace; whatever scrapes the metrics must keep the job equal to this.
 */}}
 {{- define "product-service.prometheusJob" -}}
 {{- include "product-service.fullname" . }}
+{{- end }}
+
+{{/* The metrics Service: `<full name>-metrics`, within the 63 characters of a Service name. */}}
+{{- define "product-service.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "product-service.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The label that tells the metrics Service from the API's: the ServiceMonitor selects it, so it
+never scrapes the API's Service.
+*/}}
+{{- define "product-service.metricsComponentLabel" -}}
+app.kubernetes.io/component: metrics
+{{- end }}
+
+{{/*
+One scrape endpoint of the ServiceMonitor (the metrics Service's port) or the PodMonitor (the
+container's port), both named `metrics`. The Prometheus Operator names the job after the Service,
+or `<namespace>/<PodMonitor>`: the first relabeling sets it to the job the alert rules and the
+dashboard select; the values' own relabelings come after it.
+Usage: include "product-service.scrapeEndpoint" (dict "ctx" . "monitor" .Values.monitoring.serviceMonitor)
+*/}}
+{{- define "product-service.scrapeEndpoint" -}}
+{{- $monitor := .monitor -}}
+- port: metrics
+  path: /metrics
+  {{- with $monitor.interval }}
+  interval: {{ . }}
+  {{- end }}
+  {{- with $monitor.scrapeTimeout }}
+  scrapeTimeout: {{ . }}
+  {{- end }}
+  relabelings:
+    - action: replace
+      targetLabel: job
+      replacement: {{ include "product-service.prometheusJob" .ctx }}
+    {{- with $monitor.relabelings }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $monitor.metricRelabelings }}
+  metricRelabelings:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 
 {{/*
