@@ -262,6 +262,14 @@ SIGURG
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ . | quote }}
 {{- end }}
+{{- with .Values.otel.headersSecret.name }}
+{{- /* Read from the Secret when the container starts: the credential is in no rendered object. */}}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $.Values.otel.headersSecret.key | quote }}
+{{- end }}
 {{- with .Values.otel.protocol }}
 - name: OTEL_EXPORTER_OTLP_PROTOCOL
   value: {{ . | quote }}
@@ -319,5 +327,32 @@ Usage: include "product-service.requireApi" (list . "monitoring.coreos.com/v1/Se
 {{- $api := index . 1 }}
 {{- if not ($ctx.Capabilities.APIVersions.Has $api) }}
 {{- fail (printf "%s is true, but the cluster does not serve %s: install %s first, or turn the value off. Rendering without a cluster (helm template, GitOps), pass --api-versions %s" (index . 2) $api (index . 3) $api) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Warnings about the OTLP exporter's credentials, one per line, for NOTES.txt: headers (an API key)
+given in plain text in the Deployment, or sent over an http:// endpoint, where anyone on the path
+reads them. A warning, not a refusal: an http:// endpoint can be safe (a mesh's mTLS sidecar, a
+collector on the node), which the chart cannot see. Read off the container's env as rendered, so
+that extraEnv entries count as well.
+*/}}
+{{- define "product-service.otlpCredentialWarnings" -}}
+{{- $headers := list }}
+{{- $plain := list }}
+{{- $clear := list }}
+{{- range include "product-service.env" . | fromYamlArray }}
+{{- if regexMatch "^OTEL_EXPORTER_OTLP_(TRACES_|METRICS_|LOGS_)?HEADERS$" .name }}
+{{- $headers = append $headers .name }}
+{{- if hasKey . "value" }}{{ $plain = append $plain .name }}{{ end }}
+{{- else if and (regexMatch "^OTEL_EXPORTER_OTLP_(TRACES_|METRICS_|LOGS_)?ENDPOINT$" .name) (hasPrefix "http://" (.value | default "")) }}
+{{- $clear = append $clear .value }}
+{{- end }}
+{{- end }}
+{{- range $plain }}
+WARNING: {{ . }} is set in plain text in extraEnv: anyone who can read the Deployment or the release reads it. Put it in a Secret (otel.headersSecret).
+{{- end }}
+{{- if and $headers $clear }}
+WARNING: the OTLP headers ({{ join ", " $headers }}) are sent in clear text to {{ join ", " $clear }}. Use an https:// endpoint, unless a mesh encrypts that hop.
 {{- end }}
 {{- end }}
