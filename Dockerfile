@@ -15,9 +15,25 @@
 # features built into it: the npm cache mounts need no `# syntax=` line, so nothing is pulled to
 # parse this file.
 
+# The base images, pinned by digest (the multi-platform index), with the tag beside it for
+# readers and for Dependabot, which proposes each new digest of the tag (.github/dependabot.yml).
+# A stage names them through these aliases, unless NODE_IMAGE / DISTROLESS_IMAGE name another
+# image: a registry mirror, or the local stand-ins of machines that can pull nothing
+# (scripts/ci/base-images.sh builds them under the tags alone, and the tests pass these arguments;
+# scripts/ci/dockerfile-bases.mjs reads this block). BuildKit resolves only the stages a build uses.
+# The digests were taken from public repositories that pinned these tags in 2026
+# (node:24-bookworm-slim as a manifest-list digest checked with `docker buildx imagetools inspect`
+# on 2026-05-21; distroless in several Dockerfiles), not checked against the registries here, which
+# this machine cannot reach: Dependabot's first update replaces them with the current ones.
+ARG NODE_IMAGE
+ARG DISTROLESS_IMAGE
+FROM --platform=$BUILDPLATFORM node:24-bookworm-slim@sha256:e8e2e91b1378f83c5b2dd15f0247f34110e2fe895f6ca7719dbb780f929368eb AS node-build-platform
+FROM node:24-bookworm-slim@sha256:e8e2e91b1378f83c5b2dd15f0247f34110e2fe895f6ca7719dbb780f929368eb AS node-target-platform
+FROM gcr.io/distroless/nodejs24-debian12:nonroot@sha256:14d42e2511532589a7c7e01a753667a74fcc96266e137e8125006b87b0c32d0a AS distroless
+
 # Compiling emits platform-independent JavaScript: run it on the build machine's own platform so
 # that multi-platform builds do not compile under emulation.
-FROM --platform=$BUILDPLATFORM node:24-bookworm-slim AS build
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE:-node-build-platform} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # Optional dependencies included: esbuild's binary is one (@esbuild/<platform>). That brings
@@ -32,7 +48,7 @@ RUN npm run build
 
 # Production dependencies, installed on the target platform (a dependency could ship
 # platform-specific files).
-FROM node:24-bookworm-slim AS prod-deps
+FROM ${NODE_IMAGE:-node-target-platform} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 # Source maps, type declarations, TypeScript sources (Node does not strip types under
@@ -51,7 +67,7 @@ RUN --mount=type=cache,target=/root/.npm \
 # runtime user, from the files at their runtime paths (a start of the service with tracing on;
 # no shell needed). On a machine whose CPU differs from the build machine's, the service starts
 # as without it (no error, nothing written: the cache is read-only).
-FROM gcr.io/distroless/nodejs24-debian12:nonroot AS compile-cache
+FROM ${DISTROLESS_IMAGE:-distroless} AS compile-cache
 WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY package.json ./
@@ -62,7 +78,7 @@ USER 65532:65532
 RUN ["/nodejs/bin/node", "/tmp/warm-compile-cache.mjs", "/tmp/compile-cache", "/app/dist/main.js"]
 
 # The runtime: the :nonroot variant runs as uid/gid 65532 and has no shell to exec into.
-FROM gcr.io/distroless/nodejs24-debian12:nonroot AS runtime
+FROM ${DISTROLESS_IMAGE:-distroless} AS runtime
 # As root: /app and everything in it stays root's, read-only to the service user.
 USER 0:0
 WORKDIR /app

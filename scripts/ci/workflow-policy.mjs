@@ -10,6 +10,9 @@
 //   4. No `${{ }}` expression inside a `run:` script: values reach scripts through `env:`, so
 //      nothing from an event (a branch name, a PR title) is ever pasted into shell code.
 //   5. .github/dependabot.yml updates npm, the Dockerfile's base images and the actions.
+//   6. Only locked code runs: every `npm ci` / `npm install` passes `--ignore-scripts` (no
+//      dependency's install script), no `npx` / `npm exec` fetches a package at run time, and
+//      every file read from raw.githubusercontent.com is read at a commit, not a branch.
 //
 // Usage: node scripts/ci/workflow-policy.mjs   (from anywhere; needs `npm ci` for `yaml`)
 import { readFileSync, readdirSync } from 'node:fs';
@@ -65,8 +68,29 @@ function checkSteps(file, workflow) {
       if (typeof step.run === 'string' && step.run.includes('${{')) {
         report(file, 0, `${where}: \${{ }} inside run: (pass the value through env:)`);
       }
+      if (typeof step.run === 'string') checkLockedCode(file, where, step.run);
     });
   }
+}
+
+const NPM_INSTALL = /\bnpm\s+(ci|install|i)\b[^\n]*/g;
+const FETCH_AND_RUN = /\b(npx|npm\s+exec)\b/;
+const RAW_GITHUB = /raw\.githubusercontent\.com\/[^/\s]+\/[^/\s]+\/([^/\s]+)\//g;
+
+function checkLockedCode(file, where, run) {
+  for (const [command] of run.matchAll(NPM_INSTALL)) {
+    if (!command.includes('--ignore-scripts')) report(file, 0, `${where}: "${command.trim()}" without --ignore-scripts`);
+  }
+  if (FETCH_AND_RUN.test(run)) report(file, 0, `${where}: npx / npm exec runs a package outside the lockfile (add it to package.json)`);
+}
+
+/** Anywhere in the file (env values, scripts): files read from GitHub at a branch change under the workflow. */
+function checkRawGitHub(file, text) {
+  text.split('\n').forEach((line, index) => {
+    for (const [, ref = ''] of line.matchAll(RAW_GITHUB)) {
+      if (!/^[0-9a-f]{40}$/.test(ref)) report(file, index + 1, `raw.githubusercontent.com at "${ref}", not at a commit SHA`);
+    }
+  });
 }
 
 const files = readdirSync(workflowDir)
@@ -77,6 +101,7 @@ for (const file of files) {
   const text = readFileSync(file, 'utf8');
   const workflow = parse(text);
   checkPins(file, text);
+  checkRawGitHub(file, text);
   checkPermissions(file, workflow);
   checkSteps(file, workflow);
 }

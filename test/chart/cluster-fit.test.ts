@@ -273,6 +273,7 @@ describe('updateStrategy', () => {
 describe('custom resources whose API the cluster does not serve', () => {
   it.each([
     { value: 'monitoring.serviceMonitor.enabled', api: 'monitoring.coreos.com/v1/ServiceMonitor', kind: 'ServiceMonitor', extra: [] },
+    { value: 'monitoring.podMonitor.enabled', api: 'monitoring.coreos.com/v1/PodMonitor', kind: 'PodMonitor', extra: [] },
     { value: 'httpRoute.enabled', api: 'gateway.networking.k8s.io/v1/HTTPRoute', kind: 'HTTPRoute', extra: ['--set', 'httpRoute.parentRefs[0].name=public'] },
   ])('$value: refused with the value and the API named, rendered with --api-versions $api', ({ value, api, kind, extra }) => {
     const without = helm(['template', 'products', chartDir, '--set', `${value}=true`, ...extra]);

@@ -63,6 +63,8 @@ export interface PodOptions {
   nodeName?: string;
   /** The files of the pod's ConfigMap and Secret volumes, by volume name. */
   sources?: Record<string, string>;
+  /** The data of the Secrets the env refers to, by Secret name, then key. */
+  secrets?: Record<string, Record<string, string>>;
   /** More `docker run` flags (for example ADD_HOST_ARGS). */
   dockerArgs?: readonly string[];
   /** A name that resolves to this pod on the network, as a Service name does. */
@@ -95,7 +97,11 @@ export class Pods {
     const root = mkdtempSync(join(tmpdir(), 'chart-pod-volumes-'));
     this.volumeRoots.push(root);
     const identity = { podName: options.podName, namespace: NAMESPACE, nodeName: options.nodeName ?? 'node-a' };
-    return translatePod(podSpecOf(deployment), mainContainer(deployment).name, identity, { emptyDirRoot: root, sources: options.sources });
+    return translatePod(podSpecOf(deployment), mainContainer(deployment).name, identity, {
+      emptyDirRoot: root,
+      sources: options.sources,
+      secrets: options.secrets,
+    });
   }
 
   /** Starts the Deployment's pod and waits for its startup probe, as the kubelet would. */

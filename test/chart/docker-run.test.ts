@@ -21,7 +21,11 @@ import { bytes, commandArgs, probeOnce, translatePod } from './pod-to-docker';
 
 const objects = template(IMAGE_VALUES, RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
-const service = findOne(objects, 'Service');
+// The API's Service (the metrics have one of their own), named like the Deployment.
+const service = must(
+  ofKind(objects, 'Service').find((svc) => svc.metadata?.name === deployment.metadata?.name),
+  "the API's Service",
+);
 const testPod = must(
   ofKind(objects, 'Pod').find((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test'),
   'helm test pod',

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { CHART_README, codeBlocks, DIAGNOSTICS_DOC } from './docs';
-import { findOne, mainContainer, template, type K8sObject } from './helm';
+import { findOne, mainContainer, ofKind, template, type K8sObject } from './helm';
 
 const RELEASE = 'products';
 const NAMESPACE = 'shop';
@@ -17,7 +17,8 @@ const objects = template(['--set', 'diagnostics.enabled=true', '--set', 'network
 const deployment = findOne(objects, 'Deployment');
 const podLabels = deployment.spec?.template.metadata?.labels ?? {};
 const containers = new Set([mainContainer(deployment).name]);
-const servicePorts = new Set((findOne(objects, 'Service').spec?.ports ?? []).map((p) => String(p.port)));
+/** The ports of each Service, by name (the API's and the metrics Service). */
+const servicePorts = new Map(ofKind(objects, 'Service').map((svc) => [svc.metadata?.name, new Set((svc.spec?.ports ?? []).map((p) => String(p.port)))]));
 
 /** kubectl's short and plural names for the kinds the docs refer to. */
 const KINDS: Record<string, string> = {
@@ -63,8 +64,9 @@ function problems(command: string, declaredContainers: Set<string>): string[] {
       const kind = KINDS[ref[1] ?? ''];
       if (!objects.some((o: K8sObject) => o.kind === kind && o.metadata.name === ref[2])) found.push(`${word}: no ${kind} of that name`);
       const forwarded = words[i + 1];
-      if (words.includes('port-forward') && forwarded !== undefined && /^\d+:\d+$/.test(forwarded) && !servicePorts.has(forwarded.split(':')[1] ?? '')) {
-        found.push(`port-forward to port ${forwarded}, not a Service port`);
+      const ports = servicePorts.get(ref[2]);
+      if (words.includes('port-forward') && kind === 'Service' && forwarded !== undefined && /^\d+:\d+$/.test(forwarded)) {
+        if (!ports?.has(forwarded.split(':')[1] ?? '')) found.push(`port-forward to port ${forwarded}, not a port of that Service`);
       }
     }
   });
@@ -128,8 +130,13 @@ describe('the check itself', () => {
   it('reports a wrong Service, port, selector, container and release', () => {
     expect(problems('kubectl --namespace shop port-forward svc/products 8080:80', new Set())).toEqual([
       'svc/products: no Service of that name',
-      'port-forward to port 8080:80, not a Service port',
+      'port-forward to port 8080:80, not a port of that Service',
     ]);
+    // The metrics are on their own Service, not on the API's.
+    expect(problems('kubectl --namespace shop port-forward svc/products-product-service 9464:9464', new Set())).toEqual([
+      'port-forward to port 9464:9464, not a port of that Service',
+    ]);
+    expect(problems('kubectl --namespace shop port-forward svc/products-product-service-metrics 9464:9464', new Set())).toEqual([]);
     expect(problems('kubectl --namespace shop logs -l app.kubernetes.io/name=products -c app', new Set())).toHaveLength(2);
     expect(problems('helm test product-service --namespace shop', new Set())).toEqual(['helm test of release product-service']);
     expect(problems('kubectl --namespace shop get deployment products-product-service', new Set())).toEqual([]);

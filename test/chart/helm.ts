@@ -10,6 +10,7 @@ import type { IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import type { IIngress, INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import type { IPrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
+import type { IPodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import type { IServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import type { IHTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
 import { ROOT } from '../support/paths';
@@ -77,6 +78,7 @@ export interface Kinds {
   NetworkPolicy: INetworkPolicy;
   Pod: IPod;
   PodDisruptionBudget: IPodDisruptionBudget;
+  PodMonitor: IPodMonitor;
   PrometheusRule: IPrometheusRule;
   Service: IService;
   ServiceAccount: IServiceAccount;

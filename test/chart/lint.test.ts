@@ -50,16 +50,17 @@ describe('NOTES.txt', () => {
     const notes = run.stdout.slice(run.stdout.indexOf('NOTES:'));
     expect(notes).toContain('http://products-product-service.shop.svc:8080');
     expect(notes).toContain('kubectl --namespace shop port-forward service/products-product-service 8080:8080');
-    expect(notes).toContain('port-forward service/products-product-service 9464:9464');
+    expect(notes).toContain('port-forward service/products-product-service-metrics 9464:9464');
     expect(notes).toContain('curl http://127.0.0.1:9464/metrics');
     expect(notes).toContain('helm test products --namespace shop');
     expect(notes).toContain('set monitoring.serviceMonitor.enabled=true');
     expect(notes).not.toContain('Diagnostics');
   });
 
-  it('with a ServiceMonitor, names the query that finds its targets', () => {
-    const notes = renderNotes(['--set', 'monitoring.serviceMonitor.enabled=true']);
-    expect(notes).toContain('up{namespace="shop", service="products-product-service"}');
+  it.each(['serviceMonitor', 'podMonitor'])('with a %s, names the query that finds its targets by the job it sets', (monitor) => {
+    const notes = renderNotes(['--set', `monitoring.${monitor}.enabled=true`]);
+    expect(notes).toContain('up{job="products-product-service", namespace="shop"}');
+    expect(notes).toContain(`monitoring.${monitor}.labels`);
   });
 
   it('with diagnostics, says which signal writes what, and where the steps are', () => {

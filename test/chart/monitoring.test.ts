@@ -11,14 +11,8 @@ import { ROOT } from '../support/paths';
 import { CRD_APIS, chartDir, findOne, helm, must, ofKind, template } from './helm';
 import { validateObject } from './validate';
 
-const MONITORING = [
-  '--set',
-  'monitoring.serviceMonitor.enabled=true',
-  '--set',
-  'monitoring.prometheusRule.enabled=true',
-  '--set',
-  'monitoring.grafanaDashboard.enabled=true',
-];
+const RULES_AND_DASHBOARD = ['--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true'];
+const MONITORING = ['--set', 'monitoring.serviceMonitor.enabled=true', ...RULES_AND_DASHBOARD];
 const SOURCE = JSON.parse(readFileSync(join(chartDir, 'files/dashboards/product-service.json'), 'utf8')) as Dashboard;
 
 interface Dashboard {
@@ -50,16 +44,25 @@ function dashboardConfigMap(args: string[], release = 'products', namespace = 's
 }
 
 describe('PrometheusRule', () => {
-  it("selects the job the chart's ServiceMonitor produces (the Service's name) and the release namespace", () => {
+  it.each(['ServiceMonitor', 'PodMonitor'] as const)("selects the job the chart's %s sets (the release's full name) and the release namespace", (kind) => {
+    const monitor = kind === 'ServiceMonitor' ? 'serviceMonitor' : 'podMonitor';
+    // A relabeling of the values', which must come after the chart's.
+    const own = ['--set', `monitoring.${monitor}.relabelings[0].targetLabel=team`, '--set', `monitoring.${monitor}.relabelings[0].replacement=shop`];
     for (const [args, job] of [
       [[], 'products-product-service'],
       [['--set', 'fullnameOverride=catalogue'], 'catalogue'],
     ] as const) {
-      const objects = template([...MONITORING, ...args]);
-      // No jobLabel: Prometheus names the job after the Service the ServiceMonitor selects.
-      const monitor = findOne(objects, 'ServiceMonitor');
-      expect(monitor.spec.jobLabel).toBeUndefined();
-      expect(findOne(objects, 'Service').metadata?.name).toBe(job);
+      const objects = template(['--set', `monitoring.${monitor}.enabled=true`, ...RULES_AND_DASHBOARD, ...own, ...args]);
+      // The operator would name the job after the metrics Service, or <namespace>/<PodMonitor>: the
+      // chart sets it, first among the endpoint's relabelings. test/deploy/monitor-job.test.ts runs
+      // these relabelings in a real Prometheus.
+      const endpoints = kind === 'ServiceMonitor' ? findOne(objects, kind).spec.endpoints : findOne(objects, kind).spec.podMetricsEndpoints;
+      expect(endpoints?.map((endpoint) => endpoint.relabelings)).toEqual([
+        [
+          { action: 'replace', targetLabel: 'job', replacement: job },
+          { targetLabel: 'team', replacement: 'shop' },
+        ],
+      ]);
       const exprs = (findOne(objects, 'PrometheusRule').spec.groups ?? []).flatMap((group) => (group.rules ?? []).map((rule) => String(rule.expr)));
       const selectors = exprs.flatMap((expr) => [...expr.matchAll(/\{([^{}]*\bjob=[^{}]*)\}/g)].map((match) => match[1] ?? ''));
       expect(selectors.length).toBeGreaterThan(40);
@@ -200,23 +203,24 @@ describe('the runbook (docs/runbook.md)', () => {
     match[0].replace(/"?\$(NS|JOB|RELEASE)"?/g, (_whole, name: string) => names[name] ?? '').replace(/"?\$POD"?/g, `${names.JOB ?? ''}-6b7f9c8d4-x2k9p`),
   );
 
-  it('sets JOB to the name the chart gives the Deployment, the Service, the ServiceMonitor and the PrometheusRule', () => {
+  it('sets JOB to the name the chart gives the Deployment, the Services, the ServiceMonitor and the PrometheusRule', () => {
     expect(runbook).toContain(`JOB=${names.JOB ?? ''} `);
-    for (const kind of ['Service', 'ServiceMonitor', 'PrometheusRule'] as const) expect(findOne(objects, kind).metadata?.name, kind).toBe(names.JOB);
+    for (const kind of ['ServiceMonitor', 'PrometheusRule'] as const) expect(findOne(objects, kind).metadata?.name, kind).toBe(names.JOB);
+    expect(ofKind(objects, 'Service').map((svc) => svc.metadata?.name)).toEqual(expect.arrayContaining([names.JOB, `${names.JOB ?? ''}-metrics`]));
   });
 
   it('names in its kubectl commands only the namespace, objects, labels and ports the chart renders', () => {
     expect(commands.length).toBeGreaterThan(20);
-    const ports = (findOne(objects, 'Service').spec?.ports ?? []).map((port) => port.port);
+    const podMonitor = template(['--set', 'monitoring.podMonitor.enabled=true', ...RULES_AND_DASHBOARD], 'products', 'shop');
     const podLabels = must(deployment.spec?.template.metadata?.labels, 'pod labels');
     for (const command of commands) {
       if (!command.startsWith('kubectl describe node')) expect(command, command).toMatch(/ -n shop /);
-      for (const [, kind = '', name = ''] of command.matchAll(/\b(deploy|svc|servicemonitor|pod)\/([\w.-]+)/g)) {
+      for (const [, kind = '', name = ''] of command.matchAll(/\b(deploy|svc|servicemonitor|podmonitor|pod)\/([\w.-]+)/g)) {
         if (kind === 'pod') expect(name, command).toMatch(new RegExp(`^${names.JOB ?? ''}-[a-z0-9]+-[a-z0-9]+$`));
         else {
-          const kinds = { deploy: 'Deployment', svc: 'Service', servicemonitor: 'ServiceMonitor' } as const;
+          const kinds = { deploy: 'Deployment', svc: 'Service', servicemonitor: 'ServiceMonitor', podmonitor: 'PodMonitor' } as const;
           expect(
-            ofKind(objects, kinds[kind as keyof typeof kinds]).map((o) => o.metadata?.name),
+            [...objects, ...podMonitor].filter((o) => o.kind === kinds[kind as keyof typeof kinds]).map((o) => o.metadata.name),
             command,
           ).toContain(name);
         }
@@ -227,8 +231,15 @@ describe('the runbook (docs/runbook.md)', () => {
           expect(podLabels[key], `${command}: ${pair}`).toBe(value);
         }
       }
-      const forwarded = / port-forward svc\/[\w.-]+ \d+:(\d+)/.exec(command);
-      if (forwarded) expect(ports, command).toContain(Number(forwarded[1]));
+      // A port-forward names a port of the Service it forwards to.
+      const [, service = '', port = ''] = / port-forward svc\/([\w.-]+) \d+:(\d+)/.exec(command) ?? [];
+      if (service !== '') {
+        const ports = ofKind(objects, 'Service').find((svc) => svc.metadata?.name === service)?.spec?.ports ?? [];
+        expect(
+          ports.map((p) => p.port),
+          command,
+        ).toContain(Number(port));
+      }
     }
   });
 

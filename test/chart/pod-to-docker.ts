@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { IContainer, IPodSpec, IProbe } from 'kubernetes-models/v1';
+import type { IContainer, IPodSpec, IProbe, ISecretKeySelector } from 'kubernetes-models/v1';
 import { must } from './helm';
 
 export interface PodIdentity {
@@ -13,12 +13,14 @@ export interface PodIdentity {
   nodeName: string;
 }
 
-/** Where the pod's volumes live on the Docker host. */
-export interface PodVolumes {
+/** What the kubelet takes from the node and from the API server to start the pod. */
+export interface PodInputs {
   /** The directory under which each disk-backed emptyDir gets its own directory, as the kubelet makes one per pod. */
   emptyDirRoot: string;
   /** Host directories holding the files of the pod's ConfigMap and Secret volumes, by volume name, as the kubelet projects them. */
   sources?: Record<string, string>;
+  /** The data of the Secrets the container's env refers to (`secretKeyRef`), by Secret name, then key. */
+  secrets?: Record<string, Record<string, string>>;
 }
 
 export interface Translation {
@@ -65,6 +67,19 @@ function fieldValue(fieldPath: string, pod: PodIdentity, uid: string): string {
   }
 }
 
+/**
+ * A Secret key's value, as the kubelet reads it when the container starts. A missing Secret or key
+ * fails, as the kubelet refuses to start the container (CreateContainerConfigError), unless the
+ * reference is optional: then the variable is left out, which this translation cannot express.
+ */
+function secretValue(variable: string, ref: ISecretKeySelector, secrets: PodInputs['secrets']): string {
+  if (ref.optional) throw new Error(`cannot translate the optional secretKeyRef of ${variable}`);
+  const name = must(ref.name, `the Secret name of ${variable}`);
+  const value = secrets?.[name]?.[ref.key];
+  if (value === undefined) throw new Error(`${variable}: Secret ${name} has no key ${ref.key} here (the kubelet would not start the container)`);
+  return value;
+}
+
 export function containerOf(podSpec: IPodSpec, name: string): IContainer {
   return must(
     podSpec.containers.find((c) => c.name === name),
@@ -76,7 +91,7 @@ export function containerOf(podSpec: IPodSpec, name: string): IContainer {
  * `docker run` flags for container `containerName` of `podSpec`. The caller adds the network,
  * the name and the image, and says where volumes live on the host when the pod has any.
  */
-export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodIdentity, volumes?: PodVolumes): Translation {
+export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodIdentity, inputs?: PodInputs): Translation {
   const container = containerOf(podSpec, containerName);
   if (podSpec.initContainers?.length) throw new Error('init containers are not translated');
   if (podSpec.hostNetwork || podSpec.hostPID || podSpec.hostIPC) throw new Error('host namespaces are not translated');
@@ -123,13 +138,13 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
       const size = volume.emptyDir.sizeLimit === undefined ? '' : `,tmpfs-size=${bytes(volume.emptyDir.sizeLimit)}`;
       args.push('--mount', `type=tmpfs,destination=${mount.mountPath},tmpfs-mode=1777${size}${readonly}`);
     } else if (volume.emptyDir) {
-      if (volumes === undefined) throw new Error(`emptyDir ${mount.name}: translatePod needs a PodVolumes.emptyDirRoot`);
-      const dir = join(volumes.emptyDirRoot, mount.name);
+      if (inputs === undefined) throw new Error(`emptyDir ${mount.name}: translatePod needs a PodInputs.emptyDirRoot`);
+      const dir = join(inputs.emptyDirRoot, mount.name);
       mkdirSync(dir, { recursive: true });
       chmodSync(dir, 0o777);
       args.push('--mount', `type=bind,source=${dir},destination=${mount.mountPath}${readonly}`);
     } else if (volume.configMap || volume.secret) {
-      const source = must(volumes?.sources?.[mount.name], `the files of ConfigMap/Secret volume ${mount.name}`);
+      const source = must(inputs?.sources?.[mount.name], `the files of ConfigMap/Secret volume ${mount.name}`);
       args.push('--mount', `type=bind,source=${source},destination=${mount.mountPath},readonly`);
     } else {
       throw new Error(`cannot translate volume ${mount.name}`);
@@ -143,12 +158,13 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
   if (limits.cpu !== undefined) args.push('--cpus', String(millicores(limits.cpu) / 1000));
   if (requests.cpu !== undefined) args.push('--cpu-shares', String(Math.max(2, Math.round((millicores(requests.cpu) * 1024) / 1000))));
 
-  // Environment, in order, with the downward API and $(VAR) expansion.
+  // Environment, in order, with the downward API, Secret keys and $(VAR) expansion.
   const env = new Map<string, string>();
   const uid = randomUUID();
   for (const e of container.env ?? []) {
     let value: string;
     if (e.valueFrom?.fieldRef) value = fieldValue(e.valueFrom.fieldRef.fieldPath, pod, uid);
+    else if (e.valueFrom?.secretKeyRef) value = secretValue(e.name, e.valueFrom.secretKeyRef, inputs?.secrets);
     else if (e.valueFrom) throw new Error(`cannot translate valueFrom of ${e.name}`);
     else value = expand(e.value ?? '', env);
     env.set(e.name, value);

@@ -52,8 +52,16 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
   const deployment = findOne(objects, 'Deployment');
   const container = mainContainer(deployment);
   const podSpec = podSpecOf(deployment);
-  const service = findOne(objects, 'Service');
   const selector = must(deployment.spec?.selector.matchLabels, 'Deployment selector');
+  const services = ofKind(objects, 'Service');
+  const serviceNamed = (name: string) =>
+    must(
+      services.find((svc) => svc.metadata?.name === name),
+      `Service ${name}`,
+    );
+  // The API's Service, and the metrics port's own.
+  const service = serviceNamed(must(deployment.metadata?.name, 'Deployment name'));
+  const metricsService = serviceNamed(`${deployment.metadata?.name ?? ''}-metrics`);
 
   it('renders only objects valid against the Kubernetes API and CRD schemas', () => {
     expect(objects.length).toBeGreaterThan(3);
@@ -161,10 +169,13 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
   it('selects pods by name and instance only, everywhere', () => {
     expect(Object.keys(selector).sort()).toEqual(selectorKeys);
     expect(deployment.spec?.template.metadata?.labels).toMatchObject(selector);
-    expect(service.spec?.selector).toEqual(selector);
+    expect(services).toHaveLength(2);
+    for (const svc of services) expect(svc.spec?.selector).toEqual(selector);
     for (const pdb of ofKind(objects, 'PodDisruptionBudget')) expect(pdb.spec?.selector?.matchLabels).toEqual(selector);
     for (const np of serverPolicies(objects)) expect(np.spec?.podSelector.matchLabels).toEqual(selector);
-    for (const sm of ofKind(objects, 'ServiceMonitor')) expect(sm.spec.selector.matchLabels).toEqual(selector);
+    // A ServiceMonitor selects Services, not pods: the metrics Service, by its component label as well.
+    for (const sm of ofKind(objects, 'ServiceMonitor')) expect(sm.spec.selector.matchLabels).toEqual({ ...selector, 'app.kubernetes.io/component': 'metrics' });
+    for (const pm of ofKind(objects, 'PodMonitor')) expect(pm.spec.selector.matchLabels).toEqual(selector);
     // The helm test pod must not look like a server to the Service, PDB or NetworkPolicy.
     for (const pod of ofKind(objects, 'Pod')) expect(pod.metadata?.labels).not.toMatchObject(selector);
     for (const tsc of podSpec.topologySpreadConstraints ?? []) expect(tsc.labelSelector?.matchLabels).toEqual(selector);
@@ -189,14 +200,19 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     }
   });
 
-  it('routes the Service, Ingress, HTTPRoute and ServiceMonitor to ports that exist', () => {
+  it('routes the Services, Ingress, HTTPRoute, ServiceMonitor and PodMonitor to ports that exist', () => {
     const servicePorts = must(service.spec?.ports, 'Service ports');
     const servicePort = (name: string) =>
       must(
         servicePorts.find((p) => p.name === name),
         `Service port ${name}`,
       );
-    for (const p of servicePorts) expect((container.ports ?? []).map((c) => c.name)).toContain(p.targetPort);
+    const containerPorts = (container.ports ?? []).map((c) => c.name);
+    for (const svc of services) for (const p of svc.spec?.ports ?? []) expect(containerPorts).toContain(p.targetPort);
+    // The API's Service publishes the API only; the metrics stay on a ClusterIP Service of their own.
+    expect(servicePorts.map((p) => p.name)).toEqual(['http']);
+    expect(metricsService.spec?.type).toBe('ClusterIP');
+    expect((metricsService.spec?.ports ?? []).map((p) => [p.name, p.targetPort])).toEqual([['metrics', 'metrics']]);
     for (const ingress of ofKind(objects, 'Ingress')) {
       for (const rule of ingress.spec?.rules ?? []) {
         for (const path of rule.http?.paths ?? []) {
@@ -216,8 +232,12 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     }
     for (const sm of ofKind(objects, 'ServiceMonitor')) {
       expect(sm.spec.endpoints).toEqual([expect.objectContaining({ port: 'metrics', path: '/metrics' })]);
-      servicePort('metrics');
-      expect(service.metadata?.labels).toMatchObject(must(sm.spec.selector.matchLabels, 'ServiceMonitor selector'));
+      const selected = services.filter((svc) => Object.entries(sm.spec.selector.matchLabels ?? {}).every(([k, v]) => svc.metadata?.labels?.[k] === v));
+      expect(selected).toEqual([metricsService]);
+    }
+    for (const pm of ofKind(objects, 'PodMonitor')) {
+      expect(pm.spec.podMetricsEndpoints).toEqual([expect.objectContaining({ port: 'metrics', path: '/metrics' })]);
+      expect(containerPorts).toContain('metrics');
     }
     for (const np of serverPolicies(objects)) {
       const [http, metrics] = np.spec?.ingress ?? [];
@@ -237,6 +257,38 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
   });
 });
 
+describe('the metrics port', () => {
+  it.each(['LoadBalancer', 'NodePort'])(
+    'is not published by service.type %s: that Service carries the API alone, the metrics Service stays ClusterIP',
+    (type) => {
+      const services = ofKind(template(['--set', `service.type=${type}`]), 'Service');
+      expect(services.filter((svc) => svc.spec?.type === type).map((svc) => svc.spec?.ports?.map((p) => p.name))).toEqual([['http']]);
+      const metrics = services.filter((svc) => svc.spec?.ports?.some((p) => p.targetPort === 'metrics'));
+      expect(metrics.map((svc) => [svc.metadata?.name, svc.spec?.type])).toEqual([['products-product-service-metrics', 'ClusterIP']]);
+    },
+  );
+
+  it("takes the metrics Service's port and annotations from monitoring.service", () => {
+    const services = ofKind(
+      template(['--set', 'monitoring.service.port=9100', '--set-string', 'monitoring.service.annotations.prometheus\\.io/scrape=true']),
+      'Service',
+    );
+    const metrics = must(
+      services.find((svc) => svc.metadata?.name === 'products-product-service-metrics'),
+      'metrics Service',
+    );
+    expect(metrics.spec?.ports).toEqual([{ name: 'metrics', port: 9100, targetPort: 'metrics', protocol: 'TCP', appProtocol: 'http' }]);
+    expect(metrics.metadata?.annotations).toEqual({ 'prometheus.io/scrape': 'true' });
+  });
+
+  it('refuses the old service.metricsPort, and a ServiceMonitor beside a PodMonitor', () => {
+    expect(templateFails(['--set', 'service.metricsPort=9464'])).toMatch(/metricsPort/);
+    expect(templateFails(['--set', 'monitoring.serviceMonitor.enabled=true', '--set', 'monitoring.podMonitor.enabled=true'])).toMatch(
+      /monitoring.serviceMonitor.enabled and monitoring.podMonitor.enabled are both true/,
+    );
+  });
+});
+
 describe('the ci value sets', () => {
   it('together turn on every optional object', () => {
     const kinds = new Set(valueSets.flatMap(({ args }) => template(args).map((o) => o.kind)));
@@ -244,6 +296,7 @@ describe('the ci value sets', () => {
       'HorizontalPodAutoscaler',
       'PodDisruptionBudget',
       'ServiceMonitor',
+      'PodMonitor',
       'PrometheusRule',
       'ConfigMap',
       'NetworkPolicy',

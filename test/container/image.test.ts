@@ -1,13 +1,14 @@
 // Builds the repo's Dockerfile, unchanged, with a real Docker engine and runs the image the way the
 // Helm chart does: read-only root filesystem, no capabilities, no-new-privileges, a tmpfs at /tmp
-// and the image's own user. The engine and the local stand-ins for the FROM images come from
+// and the image's own user. The engine and the local stand-ins for the pinned base images come from
 // scripts/ci/docker-engine.sh and scripts/ci/base-images.sh (`npm run test:container` runs both).
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttp2Server, type Http2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -58,19 +59,31 @@ function dockerAsync(args: string[]): Promise<string> {
   });
 }
 
-/** The images the Dockerfile's FROM lines name (not references to its own stages). */
-function fromImages(): string[] {
-  const images: string[] = [];
-  const stages = new Set<string>();
-  for (const line of readFileSync(join(ROOT, 'Dockerfile'), 'utf8').split('\n')) {
-    const words = line.trim().split(/\s+/);
-    if (words[0]?.toUpperCase() !== 'FROM') continue;
-    const rest = words.slice(1).filter((w) => !w.startsWith('--'));
-    const [image, as, stage] = rest;
-    if (image !== undefined && !stages.has(image)) images.push(image);
-    if (as?.toUpperCase() === 'AS' && stage !== undefined) stages.add(stage);
+/** What scripts/ci/dockerfile-bases.mjs reads off a Dockerfile (the repository's by default), one item per line. */
+function dockerfileBases(mode: '--pinned' | '--stand-ins' | '--build-args', dockerfile?: string): string[] {
+  const args = ['scripts/node.sh', 'scripts/ci/dockerfile-bases.mjs', mode, ...(dockerfile === undefined ? [] : ['--dockerfile', dockerfile])];
+  const run = spawnSync('sh', args, { cwd: ROOT, encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`dockerfile-bases.mjs ${mode} failed: ${run.stderr}`);
+  return run.stdout.split('\n').filter(Boolean);
+}
+
+/**
+ * The base images this engine builds from: the pinned ones when it has them (GitHub's container-tests
+ * job pulls them), else the stand-ins scripts/ci/base-images.sh made under their tags, named through the
+ * Dockerfile's base-image build arguments. Fails, never skips, when neither is there.
+ */
+function baseImages(): { images: string[]; buildArgs: string[] } {
+  const present = (ref: string): boolean => spawnSync(DOCKER, ['image', 'inspect', ref], { encoding: 'utf8' }).status === 0;
+  const pinned = dockerfileBases('--pinned');
+  if (pinned.every(present)) {
+    console.log('docker build: from the pinned base images');
+    return { images: pinned, buildArgs: [] };
   }
-  return images;
+  const standIns = dockerfileBases('--stand-ins');
+  const missing = standIns.filter((ref) => !present(ref));
+  if (missing.length > 0) throw new Error(`Base images ${missing.join(', ')} are not on this engine. Run: bash scripts/ci/base-images.sh`);
+  console.log('docker build: from the local stand-ins of the base images (scripts/ci/base-images.sh)');
+  return { images: standIns, buildArgs: dockerfileBases('--build-args').flatMap((arg) => ['--build-arg', arg]) };
 }
 
 function revision(): string {
@@ -124,15 +137,13 @@ interface ImageConfig {
 
 const rev = revision();
 let container: string | undefined;
+let runtimeBase = '';
 
 beforeAll(() => {
   requireDockerEngine();
-  // Fail, never skip, when a base image is missing too.
-  for (const image of fromImages()) {
-    if (spawnSync(DOCKER, ['image', 'inspect', image], { encoding: 'utf8' }).status !== 0) {
-      throw new Error(`Base image ${image} is not on this engine. Run: bash scripts/ci/base-images.sh`);
-    }
-  }
+  const bases = baseImages();
+  // The runtime image's base: the Dockerfile's last.
+  runtimeBase = bases.images.at(-1) ?? '';
   const started = performance.now();
   // Host networking: the build's `npm ci` reaches the npm registry only that way on these machines.
   docker([
@@ -147,6 +158,7 @@ beforeAll(() => {
     `REVISION=${rev}`,
     '--build-arg',
     'SOURCE=https://github.com/example/product-service',
+    ...bases.buildArgs,
     '.',
   ]);
   console.log(`docker build: ${((performance.now() - started) / 1000).toFixed(1)} s`);
@@ -154,6 +166,38 @@ beforeAll(() => {
 
 afterAll(() => {
   if (container !== undefined) spawnSync(DOCKER, ['rm', '--force', container]);
+});
+
+describe('base images', () => {
+  it('are pinned by digest with their tags beside them, and each stage can be given a local image of the same tag', () => {
+    const pinned = dockerfileBases('--pinned');
+    expect(pinned.length).toBeGreaterThanOrEqual(2);
+    for (const ref of pinned) expect(ref).toMatch(/^[a-z0-9./-]+:[\w.-]+@sha256:[0-9a-f]{64}$/);
+    const tags = pinned.map((ref) => ref.replace(/@sha256:.*$/, ''));
+    expect(dockerfileBases('--stand-ins')).toEqual(tags);
+    const buildArgs = dockerfileBases('--build-args');
+    expect(buildArgs.map((arg) => arg.split('=')[0]).sort()).toEqual(['DISTROLESS_IMAGE', 'NODE_IMAGE']);
+    expect(new Set(buildArgs.map((arg) => arg.split('=')[1]))).toEqual(new Set(tags));
+  });
+
+  it.each([
+    ['a tag alone', 'FROM node:24-bookworm-slim AS build\n', /node:24-bookworm-slim is not pinned/],
+    ['a digest without its tag', `FROM node@sha256:${'a'.repeat(64)} AS build\n`, /is not pinned as <name>:<tag>@sha256/],
+    ['a build argument without a pinned default', 'ARG NODE_IMAGE\nFROM ${NODE_IMAGE:-node} AS build\n', /node is not a pinned base-image stage/],
+    [
+      'one build argument for two images',
+      `FROM a:1@sha256:${'a'.repeat(64)} AS a\nFROM b:1@sha256:${'b'.repeat(64)} AS b\nFROM \${X:-a} AS one\nFROM \${X:-b} AS two\n`,
+      /X stands for both a:1 and b:1/,
+    ],
+  ])('refuses a Dockerfile with %s', (_what, text, message) => {
+    const dir = mkdtempSync(join(tmpdir(), 'dockerfile-bases-'));
+    try {
+      writeFileSync(join(dir, 'Dockerfile'), text);
+      expect(() => dockerfileBases('--pinned', join(dir, 'Dockerfile'))).toThrow(message);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('image configuration', () => {
@@ -261,7 +305,6 @@ describe('image contents', () => {
 
   it(`adds less than ${APP_LAYERS_BUDGET_MB} MB to the Node runtime image, and reports layer sizes`, () => {
     const size = Number(docker(['image', 'inspect', '--format', '{{.Size}}', IMAGE]).trim());
-    const runtimeBase = fromImages().at(-1) ?? '';
     const baseSize = Number(docker(['image', 'inspect', '--format', '{{.Size}}', runtimeBase]).trim());
     const history = docker(['history', '--human=false', '--no-trunc', '--format', '{{.Size}}\t{{.CreatedBy}}', IMAGE])
       .trim()

@@ -1,16 +1,25 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { stringify } from 'yaml';
 import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { MAIN } from '../support/paths';
-import { freePort, startService, VERSION, type ServiceProcess } from '../support/service-process';
-import { PROMETHEUS_INSTALL, interpolate, loadDashboard, parseRules, promTargets, renderRules, requireTool, run, type Dashboard } from './tools';
+import { startService, VERSION, type ServiceProcess } from '../support/service-process';
+import {
+  PROMETHEUS_INSTALL,
+  interpolate,
+  loadDashboard,
+  parseRules,
+  promTargets,
+  renderRules,
+  requireTool,
+  run,
+  startPrometheus,
+  type Dashboard,
+  type RunningPrometheus,
+} from './tools';
 
 // The whole observability path on real parts: the built service (started as in production,
 // `node dist/main.js`) exports spans to an OTLP/HTTP receiver standing in for the collector
@@ -48,7 +57,7 @@ const PROMETHEUS_WAIT = { timeout: 20_000, interval: 250 } as const;
 describe('dashboard and rules against a real Prometheus scraping the running service', () => {
   let dir = '';
   let service: ServiceProcess | undefined;
-  let prometheus: ChildProcess | undefined;
+  let prometheus: RunningPrometheus | undefined;
   let receiver: OtlpReceiver | undefined;
   let promUrl = '';
   let rulesFile = '';
@@ -63,8 +72,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   const query = (expr: string) => api<{ resultType: string; result: Sample[] }>('/api/v1/query', { query: expr });
 
   beforeAll(async () => {
-    const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
-    const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
     if (!existsSync(MAIN)) throw new Error('dist/main.js is missing: run `npm run build` first');
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
     // The chart's rules for a release named after the scrape job, in the scrape's namespace.
@@ -79,36 +86,20 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     });
 
     // The scrape adds the labels a Kubernetes scrape would (namespace, pod), as deploy/compose.yaml does.
-    const port = await freePort();
-    promUrl = `http://127.0.0.1:${port}`;
-    const config = join(dir, 'prometheus.yml');
-    writeFileSync(
-      config,
-      stringify({
+    prometheus = await startPrometheus(
+      dir,
+      {
         global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
         rule_files: [rulesFile],
         scrape_configs: [{ job_name: JOB, static_configs: [{ targets: [`127.0.0.1:${service.metricsPort}`], labels: { namespace: NAMESPACE, pod: POD } }] }],
-      }),
+      },
+      ['--enable-feature=exemplar-storage'],
     );
-    const check = run(promtool, ['check', 'config', config]);
-    if (check.status !== 0) throw new Error(`promtool check config: ${check.stdout}${check.stderr}`);
-    const log = createWriteStream(join(dir, 'prometheus.log'));
-    prometheus = spawn(
-      prometheusBin,
-      [
-        `--config.file=${config}`,
-        `--storage.tsdb.path=${join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-        '--enable-feature=exemplar-storage',
-        '--log.level=warn',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    prometheus.stdout?.pipe(log);
-    prometheus.stderr?.pipe(log);
+    promUrl = prometheus.url;
     await vi.waitFor(
       async () => {
-        if (prometheus?.exitCode !== null) throw new Error(`prometheus exited: ${readFileSync(join(dir, 'prometheus.log'), 'utf8')}`);
+        const exited = prometheus?.exited();
+        if (exited !== undefined) throw new Error(`prometheus exited: ${exited}`);
         const up = await query(`up{job="${JOB}"}`);
         expect(up.data.result[0]?.value[1], 'up').toBe('1');
       },
@@ -144,10 +135,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   });
 
   afterAll(async () => {
-    if (prometheus && prometheus.exitCode === null) {
-      prometheus.kill('SIGTERM');
-      await once(prometheus, 'exit');
-    }
+    await prometheus?.stop();
     await service?.stop();
     await receiver?.close();
     if (dir !== '') rmSync(dir, { recursive: true, force: true });

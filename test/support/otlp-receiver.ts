@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
@@ -74,10 +74,10 @@ export interface OtlpReceiver {
   readonly spans: ReceivedSpan[];
   /** Log records decoded so far, in arrival order. */
   readonly logs: ReceivedLogRecord[];
-  /** POST /v1/traces requests received, and their Content-Type headers. */
-  readonly requests: Array<{ contentType: string }>;
-  /** POST /v1/logs requests received, and their Content-Type headers. */
-  readonly logRequests: Array<{ contentType: string }>;
+  /** POST /v1/traces requests received: their Content-Type, and all their headers (as Node lower-cases them). */
+  readonly requests: ExportRequest[];
+  /** POST /v1/logs requests received, likewise. */
+  readonly logRequests: ExportRequest[];
   /** Resolves with all spans once `predicate` holds for at least `count` of them; rejects after `timeoutMs`. */
   waitForSpans(predicate: (span: ReceivedSpan) => boolean, count?: number, timeoutMs?: number): Promise<ReceivedSpan[]>;
   /** Resolves with all log records once `predicate` holds for at least one of them; rejects after `timeoutMs`. */
@@ -85,10 +85,16 @@ export interface OtlpReceiver {
   close(): Promise<void>;
 }
 
+/** One export request, as received. */
+export interface ExportRequest {
+  contentType: string;
+  headers: IncomingHttpHeaders;
+}
+
 /** What each signal's path records and how its two encodings decode. */
 interface Signal<T> {
   received: T[];
-  requests: Array<{ contentType: string }>;
+  requests: ExportRequest[];
   fromJson(body: Buffer): T[];
   fromProtobuf(body: Buffer): T[];
 }
@@ -97,8 +103,8 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
   const { port: wantedPort = 0, host = '127.0.0.1', errorStatus = 503, tls } = options;
   const spans: ReceivedSpan[] = [];
   const logs: ReceivedLogRecord[] = [];
-  const requests: Array<{ contentType: string }> = [];
-  const logRequests: Array<{ contentType: string }> = [];
+  const requests: ExportRequest[] = [];
+  const logRequests: ExportRequest[] = [];
   const signals: Record<string, Signal<ReceivedSpan> | Signal<ReceivedLogRecord>> = {
     '/v1/traces': { received: spans, requests, fromJson: spansFromJson, fromProtobuf: spansFromProtobuf },
     '/v1/logs': { received: logs, requests: logRequests, fromJson: logsFromJson, fromProtobuf: logsFromProtobuf },
@@ -112,7 +118,7 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
         return;
       }
       const contentType = req.headers['content-type'] ?? '';
-      signal.requests.push({ contentType });
+      signal.requests.push({ contentType, headers: req.headers });
       const raw = req.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body;
       const decoded = contentType.startsWith('application/json') ? signal.fromJson(raw) : signal.fromProtobuf(raw);
       (signal.received as unknown[]).push(...decoded);

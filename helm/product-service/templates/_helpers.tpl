@@ -106,12 +106,55 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-The Prometheus job of the release's metrics: the job the chart's ServiceMonitor produces, the
-Service name (the release's full name). The alert rules select it with the release namespace;
-whatever scrapes the metrics must keep the job equal to this.
+The Prometheus job of the release's metrics: the release's full name, which the chart's
+ServiceMonitor and PodMonitor set explicitly. The alert rules and the dashboard select it with the
+release namespace; whatever scrapes the metrics must keep the job equal to this.
 */}}
 {{- define "product-service.prometheusJob" -}}
 {{- include "product-service.fullname" . }}
+{{- end }}
+
+{{/* The metrics Service: `<full name>-metrics`, within the 63 characters of a Service name. */}}
+{{- define "product-service.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "product-service.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The label that tells the metrics Service from the API's: the ServiceMonitor selects it, so it
+never scrapes the API's Service.
+*/}}
+{{- define "product-service.metricsComponentLabel" -}}
+app.kubernetes.io/component: metrics
+{{- end }}
+
+{{/*
+One scrape endpoint of the ServiceMonitor (the metrics Service's port) or the PodMonitor (the
+container's port), both named `metrics`. The Prometheus Operator names the job after the Service,
+or `<namespace>/<PodMonitor>`: the first relabeling sets it to the job the alert rules and the
+dashboard select; the values' own relabelings come after it.
+Usage: include "product-service.scrapeEndpoint" (dict "ctx" . "monitor" .Values.monitoring.serviceMonitor)
+*/}}
+{{- define "product-service.scrapeEndpoint" -}}
+{{- $monitor := .monitor -}}
+- port: metrics
+  path: /metrics
+  {{- with $monitor.interval }}
+  interval: {{ . }}
+  {{- end }}
+  {{- with $monitor.scrapeTimeout }}
+  scrapeTimeout: {{ . }}
+  {{- end }}
+  relabelings:
+    - action: replace
+      targetLabel: job
+      replacement: {{ include "product-service.prometheusJob" .ctx }}
+    {{- with $monitor.relabelings }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $monitor.metricRelabelings }}
+  metricRelabelings:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 
 {{/*
@@ -227,6 +270,14 @@ SIGURG
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ . | quote }}
 {{- end }}
+{{- with .Values.otel.headersSecret.name }}
+{{- /* Read from the Secret when the container starts: the credential is in no rendered object. */}}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $.Values.otel.headersSecret.key | quote }}
+{{- end }}
 {{- with .Values.otel.protocol }}
 - name: OTEL_EXPORTER_OTLP_PROTOCOL
   value: {{ . | quote }}
@@ -284,5 +335,32 @@ Usage: include "product-service.requireApi" (list . "monitoring.coreos.com/v1/Se
 {{- $api := index . 1 }}
 {{- if not ($ctx.Capabilities.APIVersions.Has $api) }}
 {{- fail (printf "%s is true, but the cluster does not serve %s: install %s first, or turn the value off. Rendering without a cluster (helm template, GitOps), pass --api-versions %s" (index . 2) $api (index . 3) $api) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Warnings about the OTLP exporter's credentials, one per line, for NOTES.txt: headers (an API key)
+given in plain text in the Deployment, or sent over an http:// endpoint, where anyone on the path
+reads them. A warning, not a refusal: an http:// endpoint can be safe (a mesh's mTLS sidecar, a
+collector on the node), which the chart cannot see. Read off the container's env as rendered, so
+that extraEnv entries count as well.
+*/}}
+{{- define "product-service.otlpCredentialWarnings" -}}
+{{- $headers := list }}
+{{- $plain := list }}
+{{- $clear := list }}
+{{- range include "product-service.env" . | fromYamlArray }}
+{{- if regexMatch "^OTEL_EXPORTER_OTLP_(TRACES_|METRICS_|LOGS_)?HEADERS$" .name }}
+{{- $headers = append $headers .name }}
+{{- if hasKey . "value" }}{{ $plain = append $plain .name }}{{ end }}
+{{- else if and (regexMatch "^OTEL_EXPORTER_OTLP_(TRACES_|METRICS_|LOGS_)?ENDPOINT$" .name) (hasPrefix "http://" (.value | default "")) }}
+{{- $clear = append $clear .value }}
+{{- end }}
+{{- end }}
+{{- range $plain }}
+WARNING: {{ . }} is set in plain text in extraEnv: anyone who can read the Deployment or the release reads it. Put it in a Secret (otel.headersSecret).
+{{- end }}
+{{- if and $headers $clear }}
+WARNING: the OTLP headers ({{ join ", " $headers }}) are sent in clear text to {{ join ", " $clear }}. Use an https:// endpoint, unless a mesh encrypts that hop.
 {{- end }}
 {{- end }}

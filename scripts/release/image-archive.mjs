@@ -1,0 +1,133 @@
+// The image a build wrote as an OCI archive (BuildKit's `type=oci` output: every platform, with the
+// SBOM and provenance attestations, under one image index), published as it is: the digest that was
+// scanned and tested is the digest that is pushed and signed. image.yml runs it; so do the container
+// tests (test/container/image-archive.test.ts), against a registry of their own.
+//
+//   node scripts/release/image-archive.mjs digest --archive image.tar
+//       prints the digest of the archive's image index (sha256:...)
+//   node scripts/release/image-archive.mjs split --archive image.tar --out DIR
+//       writes one single-platform OCI archive per platform of the index (DIR/linux-amd64.tar, ...),
+//       each holding that platform's manifest unchanged, for a scanner that reads one image at a
+//       time; prints their paths
+//   node scripts/release/image-archive.mjs push --archive image.tar --digest sha256:... \
+//       --to ghcr.io/acme/product-service:1.2.3 [--to ...] [--plain-http]
+//       refuses an archive whose digest is not the one given (the one scanned), pushes the whole
+//       index under each reference with `skopeo copy --all --preserve-digests` (which fails rather
+//       than change a byte), then reads each reference back from the registry and checks its digest;
+//       prints `digest=sha256:...` for $GITHUB_OUTPUT. --plain-http: a registry without TLS (a test
+//       registry on the loopback interface).
+//
+// Needs tar and skopeo (scripts/ci/install-registry-tools.sh); registry credentials are skopeo's
+// (docker login writes them where it reads them).
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const INDEX_TYPES = new Set(['application/vnd.oci.image.index.v1+json', 'application/vnd.docker.distribution.manifest.list.v2+json']);
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+/** One line on stderr naming what is wrong, then exit 1. */
+function fail(message) {
+  process.stderr.write(`image-archive: ${message}\n`);
+  process.exit(1);
+}
+
+/** Runs a command; its stdout (as a Buffer when `binary`), or a failure naming it and its stderr. */
+function run(command, args, binary = false) {
+  const result = spawnSync(command, args, { encoding: binary ? 'buffer' : 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (result.error) fail(`${command}: ${result.error.message}`);
+  if (result.status !== 0) fail(`${command} ${args.join(' ')} failed: ${String(result.stderr).trim()}`);
+  return result.stdout;
+}
+
+/** A file of the archive, parsed as JSON. */
+function archiveJson(archive, path) {
+  const text = run('tar', ['-xOf', archive, path]);
+  try {
+    return JSON.parse(text);
+  } catch {
+    return fail(`${archive}: ${path} is not JSON`);
+  }
+}
+
+/** The archive's one image index: its descriptor (digest) and its content. */
+function imageIndex(archive) {
+  const layout = archiveJson(archive, 'index.json');
+  const [descriptor, ...others] = layout.manifests ?? [];
+  if (descriptor === undefined || others.length > 0) fail(`${archive} holds ${layout.manifests?.length ?? 0} images, not one`);
+  if (!INDEX_TYPES.has(descriptor.mediaType)) fail(`${archive} holds a single-platform image (${descriptor.mediaType}), not an image index`);
+  if (!DIGEST.test(descriptor.digest ?? '')) fail(`${archive}: malformed digest ${descriptor.digest}`);
+  return { digest: descriptor.digest, index: archiveJson(archive, `blobs/sha256/${descriptor.digest.slice('sha256:'.length)}`) };
+}
+
+/** The platforms of the index: what runs, not the attestations BuildKit files under unknown/unknown. */
+function platforms(index) {
+  return (index.manifests ?? [])
+    .filter((m) => m.platform !== undefined && m.platform.os !== 'unknown' && m.platform.architecture !== 'unknown')
+    .map((m) => ({ digest: m.digest, ...m.platform }));
+}
+
+function split(archive, out) {
+  const { index } = imageIndex(archive);
+  const found = platforms(index);
+  if (found.length === 0) fail(`${archive}: the index names no platform`);
+  mkdirSync(out, { recursive: true });
+  for (const platform of found) {
+    const name = [platform.os, platform.architecture, platform.variant].filter(Boolean).join('-');
+    const file = join(out, `${name}.tar`);
+    const override = ['--override-os', platform.os, '--override-arch', platform.architecture];
+    if (platform.variant) override.push('--override-variant', platform.variant);
+    run('skopeo', ['copy', '--quiet', '--preserve-digests', ...override, `oci-archive:${archive}`, `oci-archive:${file}`]);
+    const [copied] = archiveJson(file, 'index.json').manifests ?? [];
+    if (copied?.digest !== platform.digest) fail(`${file} holds ${copied?.digest}, not the ${name} manifest ${platform.digest}`);
+    console.log(file);
+  }
+}
+
+function push(archive, expected, references, plainHttp) {
+  if (!DIGEST.test(expected ?? '')) fail(`--digest must be sha256:<64 hex>, got ${expected ?? 'nothing'}`);
+  if (references.length === 0) fail('no --to reference to push to');
+  for (const reference of references) {
+    if (!/^[a-z0-9.-]+(:\d+)?(\/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$/.test(reference)) fail(`--to ${reference} is not registry/path:tag`);
+  }
+  const { digest } = imageIndex(archive);
+  if (digest !== expected) fail(`${archive} holds ${digest}, not the ${expected} that was scanned and tested: nothing pushed`);
+  const tls = plainHttp ? ['--dest-tls-verify=false'] : [];
+  for (const reference of references) {
+    run('skopeo', ['copy', '--quiet', '--all', '--preserve-digests', ...tls, `oci-archive:${archive}`, `docker://${reference}`]);
+  }
+  // What the registry now serves under each reference, byte for byte.
+  const readTls = plainHttp ? ['--tls-verify=false'] : [];
+  for (const reference of references) {
+    const served = `sha256:${createHash('sha256')
+      .update(run('skopeo', ['inspect', '--raw', ...readTls, `docker://${reference}`], true))
+      .digest('hex')}`;
+    if (served !== digest) fail(`${reference} serves ${served}, not ${digest}`);
+    console.error(`image-archive: pushed ${reference} (${digest})`);
+  }
+  console.log(`digest=${digest}`);
+}
+
+const [command, ...rest] = process.argv.slice(2);
+let values;
+try {
+  ({ values } = parseArgs({
+    args: rest,
+    options: {
+      archive: { type: 'string' },
+      out: { type: 'string' },
+      digest: { type: 'string' },
+      to: { type: 'string', multiple: true },
+      'plain-http': { type: 'boolean' },
+    },
+  }));
+} catch (err) {
+  fail(err.message);
+}
+if (values.archive === undefined) fail('--archive is required');
+if (command === 'digest') console.log(imageIndex(values.archive).digest);
+else if (command === 'split') split(values.archive, values.out ?? fail('split needs --out'));
+else if (command === 'push') push(values.archive, values.digest, values.to ?? [], values['plain-http'] ?? false);
+else fail(`unknown command ${command ?? '(none)'}: digest, split or push`);

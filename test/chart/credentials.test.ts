@@ -1,0 +1,186 @@
+// Credentials from Secrets. The chart README's recipe for the exporter's credentials
+// (otel.headersSecret): the header variable reaches the container through a secretKeyRef, so no
+// rendered object holds the credential; run as the kubelet would run it, with the Secret's value this
+// test gives, every export request the collector (test/support/otlp-receiver.ts) receives carries the
+// header. NOTES warns when headers would travel in clear text or sit in plain text in extraEnv. The
+// schema checks extraEnv and extraEnvFrom entries as Kubernetes EnvVars and EnvFromSources.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME } from '../container/docker-host';
+import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
+import { IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE } from './docker-pod';
+import { CHART_README, codeBlocks, readmeYamlBlock, section } from './docs';
+import { chartDir, findOne, helm, mainContainer, must, podSpecOf, renderNotes, template, CRD_APIS } from './helm';
+import { translatePod } from './pod-to-docker';
+
+const TITLE = 'Credentials for the collector';
+/** The recipe's values, as the chart README shows them. */
+const recipe = readmeYamlBlock(TITLE) as { otel: { endpoint: string; headersSecret: { name: string; key: string } } };
+/** The Secret the recipe's kubectl command creates: its name, key and value (with a <token> placeholder). */
+const [, secretName = '', secretKey = '', secretTemplate = ''] =
+  /create secret generic (\S+) --from-literal=(\w+)='([^']*)'/.exec(
+    codeBlocks(section(CHART_README, TITLE), 'sh')
+      .join('\n')
+      .replace(/\\\n\s*/g, ''),
+  ) ?? [];
+/** Spans leave every 200 ms instead of every 5 s. */
+const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };
+
+const scratch = mkdtempSync(join(tmpdir(), 'chart-credentials-'));
+const pods = new Pods();
+let receiver: OtlpReceiver | undefined;
+
+/** `values` written to a values file, as a user would give them. */
+function valuesFile(values: object): string {
+  const file = join(scratch, `values-${randomBytes(4).toString('hex')}.yaml`);
+  writeFileSync(file, stringify(values));
+  return file;
+}
+
+/** The helm template run, to read a refusal from. */
+const templateValues = (values: object) =>
+  helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, ...CRD_APIS, ...IMAGE_VALUES, '--values', valuesFile(values)]);
+
+const deploymentWith = (values: object) => findOne(template([...IMAGE_VALUES, '--values', valuesFile(values)], RELEASE, NAMESPACE), 'Deployment');
+
+afterAll(async () => {
+  pods.cleanUp();
+  await receiver?.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe("the chart README's recipe for the exporter's credentials", () => {
+  it('creates the Secret and key the values name, in the header format the exporter reads', () => {
+    expect(secretName).toBe(recipe.otel.headersSecret.name);
+    expect(secretKey).toBe(recipe.otel.headersSecret.key);
+    expect(secretTemplate).toMatch(/^authorization=Bearer%20<token>$/);
+  });
+
+  it('hands the Secret key to the container as a secretKeyRef: no rendered object holds a header value', () => {
+    const container = mainContainer(deploymentWith(recipe));
+    const headers = container.env?.filter((e) => e.name === 'OTEL_EXPORTER_OTLP_HEADERS');
+    expect(headers).toEqual([{ name: 'OTEL_EXPORTER_OTLP_HEADERS', valueFrom: { secretKeyRef: { name: secretName, key: secretKey } } }]);
+    expect(templateValues(recipe).stdout).not.toMatch(/authorization|Bearer/i);
+  });
+
+  describe('run as the kubelet would run it', () => {
+    const token = randomBytes(12).toString('hex');
+    let endpoint = '';
+
+    beforeAll(async () => {
+      pods.setUp();
+      receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
+      endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
+    }, 60_000);
+
+    it('every export request the collector receives carries the header from the Secret, decoded', async () => {
+      const deployment = deploymentWith({ otel: { ...recipe.otel, endpoint }, extraEnv: [FAST_EXPORT] });
+      const secretValue = secretTemplate.replace('<token>', token);
+      const pod = await pods.start(deployment, {
+        podName: 'products-product-service-creds-1',
+        dockerArgs: ADD_HOST_ARGS,
+        secrets: { [secretName]: { [secretKey]: secretValue } },
+      });
+      const traceId = randomBytes(16).toString('hex');
+      const res = await fetch(`${pod.baseUrl}/product`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+        body: '{}',
+      });
+      expect(res.status).toBe(201);
+      const collector = must(receiver, 'receiver');
+      try {
+        await collector.waitForSpans((span) => span.traceId === traceId, 1, 20_000);
+      } catch (err) {
+        throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(pod.name)}`, { cause: err });
+      }
+      // %20 in the Secret is a space on the wire (the exporter URL-decodes each value).
+      expect(collector.requests.length).toBeGreaterThan(0);
+      expect(new Set(collector.requests.map((request) => request.headers.authorization))).toEqual(new Set([`Bearer ${token}`]));
+    });
+
+    it('without the Secret the container does not start, as the kubelet refuses it', () => {
+      const deployment = deploymentWith(recipe);
+      expect(() =>
+        translatePod(podSpecOf(deployment), mainContainer(deployment).name, { podName: 'p', namespace: NAMESPACE, nodeName: 'n' }, { emptyDirRoot: scratch }),
+      ).toThrow(`Secret ${secretName} has no key ${secretKey}`);
+    });
+  });
+});
+
+describe('NOTES.txt on the credentials', () => {
+  const warnings = (args: string[]) =>
+    renderNotes(args)
+      .split('\n')
+      .filter((line) => line.startsWith('WARNING'));
+  const secret = ['--set', `otel.headersSecret.name=${secretName}`];
+
+  it('warns that headers to an http:// endpoint travel in clear text, and not for https://', () => {
+    expect(warnings([...secret, '--set', 'otel.endpoint=http://otel-collector.observability:4318'])).toEqual([
+      'WARNING: the OTLP headers (OTEL_EXPORTER_OTLP_HEADERS) are sent in clear text to http://otel-collector.observability:4318. Use an https:// endpoint, unless a mesh encrypts that hop.',
+    ]);
+    expect(warnings([...secret, '--set', 'otel.endpoint=https://otel-collector.observability:4318'])).toEqual([]);
+    expect(warnings(['--set', 'otel.endpoint=http://otel-collector.observability:4318'])).toEqual([]);
+  });
+
+  it('warns about headers in plain text in extraEnv, and sees a signal endpoint given there', () => {
+    const plain = [
+      '--set',
+      'otel.endpoint=https://otel-collector.observability:4318',
+      '--set',
+      'extraEnv[0].name=OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+      '--set',
+      'extraEnv[0].value=x-api-key=abc',
+    ];
+    expect(warnings(plain)).toEqual([
+      'WARNING: OTEL_EXPORTER_OTLP_TRACES_HEADERS is set in plain text in extraEnv: anyone who can read the Deployment or the release reads it. Put it in a Secret (otel.headersSecret).',
+    ]);
+    const clear = [...secret, '--set', 'extraEnv[0].name=OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', '--set', 'extraEnv[0].value=http://tempo:4318/v1/traces'];
+    expect(warnings(clear)).toEqual([expect.stringContaining('are sent in clear text to http://tempo:4318/v1/traces')]);
+  });
+});
+
+describe('extraEnv and extraEnvFrom entries, checked by the schema as Kubernetes EnvVars and EnvFromSources', () => {
+  it.each([
+    ['a value', { name: 'A', value: 'x' }],
+    ['an empty value', { name: 'A', value: '' }],
+    ['a fieldRef', { name: 'A', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } }],
+    ['a resourceFieldRef', { name: 'A', valueFrom: { resourceFieldRef: { resource: 'limits.memory', divisor: '1Mi' } } }],
+    ['a configMapKeyRef', { name: 'A', valueFrom: { configMapKeyRef: { name: 'settings', key: 'a' } } }],
+    ['an optional secretKeyRef', { name: 'A', valueFrom: { secretKeyRef: { name: 'creds', key: 'a', optional: true } } }],
+  ])('accepts %s', (_what, entry) => {
+    const run = templateValues({ extraEnv: [entry] });
+    expect(run.status, run.stderr).toBe(0);
+  });
+
+  it.each([
+    ['neither value nor valueFrom', { name: 'A' }, /missing property 'value'/],
+    ['both value and valueFrom', { name: 'A', value: 'x', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }, /oneOf/],
+    ['a misspelled key', { name: 'A', vaule: 'x' }, /additional properties 'vaule' not allowed/],
+    ['a number as value (the API server refuses it)', { name: 'A', value: 5 }, /got number, want string/],
+    ['a name with a space', { name: 'MY VAR', value: 'x' }, /does not match pattern/],
+    ['a secretKeyRef without its key', { name: 'A', valueFrom: { secretKeyRef: { name: 'creds' } } }, /missing property 'key'/],
+    [
+      'two sources in valueFrom',
+      { name: 'A', valueFrom: { fieldRef: { fieldPath: 'metadata.name' }, secretKeyRef: { name: 'c', key: 'k' } } },
+      /maxProperties/,
+    ],
+    ['an unknown source', { name: 'A', valueFrom: { vaultRef: { path: 'x' } } }, /additional properties 'vaultRef' not allowed/],
+  ])('refuses %s, naming it', (_what, entry, message) => {
+    const run = templateValues({ extraEnv: [entry] });
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toMatch(/at '\/extraEnv\/0/);
+    expect(run.stderr).toMatch(message);
+  });
+
+  it('takes a secretRef or a configMapRef with a prefix in extraEnvFrom, and refuses both at once or a misspelled key', () => {
+    expect(templateValues({ extraEnvFrom: [{ secretRef: { name: 'creds' }, prefix: 'APP_' }] }).status).toBe(0);
+    expect(templateValues({ extraEnvFrom: [{ configMapRef: { name: 'settings' } }] }).status).toBe(0);
+    expect(templateValues({ extraEnvFrom: [{ configMapRef: { name: 'a' }, secretRef: { name: 'b' } }] }).stderr).toMatch(/extraEnvFrom\/0.*oneOf/s);
+    expect(templateValues({ extraEnvFrom: [{ secretRef: { nme: 'b' } }] }).stderr).toMatch(/additional properties 'nme' not allowed/);
+  });
+});
