@@ -12,7 +12,24 @@ export interface Config {
   readonly shutdownDelayMs: number;
   /** How long in-flight requests may take to finish once the listener is closed, in milliseconds. */
   readonly shutdownTimeoutMs: number;
+  /** Failures and slowness injected into POST /product on purpose, for game days; none unless set. */
+  readonly faults: Faults;
 }
+
+/** FAULT_ERROR_RATIO and FAULT_DELAY (src/http/faults.ts): 0 is no fault. */
+export interface Faults {
+  /** Share of POST /product requests answered 500 without an id, from 0 to 1. */
+  readonly errorRatio: number;
+  /** Added before POST /product answers, in milliseconds. */
+  readonly delayMs: number;
+}
+
+/**
+ * The longest FAULT_DELAY, in seconds: longer than callers wait, so every kind of slowness can be
+ * rehearsed, while a delay meant in milliseconds ("300") is refused rather than holding each
+ * request for minutes.
+ */
+export const MAX_FAULT_DELAY_S = 120;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -43,6 +60,10 @@ export function parseConfig(env: Env): Config {
     bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
     shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
     shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
+    faults: {
+      errorRatio: readRatio(env, 'FAULT_ERROR_RATIO'),
+      delayMs: readSeconds(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
+    },
   };
 }
 
@@ -69,6 +90,15 @@ function readSeconds(env: Env, name: string, fallback: number, max: number): num
   if (value === undefined) return fallback;
   if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > max) {
     throw new ConfigError(name, value, `expected a number of seconds from 0 to ${max} (e.g. 5 or 0.5)`);
+  }
+  return Number(value);
+}
+
+function readRatio(env: Env, name: string): number {
+  const value = readVariable(env, name);
+  if (value === undefined) return 0;
+  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > 1) {
+    throw new ConfigError(name, value, 'expected a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)');
   }
   return Number(value);
 }

@@ -12,6 +12,7 @@ describe('parseConfig', () => {
       bodyLimit: 1024 * 1024,
       shutdownDelayMs: 0,
       shutdownTimeoutMs: 25_000,
+      faults: { errorRatio: 0, delayMs: 0 },
     });
   });
 
@@ -25,8 +26,19 @@ describe('parseConfig', () => {
         BODY_LIMIT: '512kb',
         SHUTDOWN_DELAY: '5',
         SHUTDOWN_TIMEOUT: '2.5',
+        FAULT_ERROR_RATIO: '0.25',
+        FAULT_DELAY: '1.5',
       }),
-    ).toEqual({ port: 3000, host: '::', metricsPort: 9100, logLevel: 'debug', bodyLimit: 512 * 1024, shutdownDelayMs: 5000, shutdownTimeoutMs: 2500 });
+    ).toEqual({
+      port: 3000,
+      host: '::',
+      metricsPort: 9100,
+      logLevel: 'debug',
+      bodyLimit: 512 * 1024,
+      shutdownDelayMs: 5000,
+      shutdownTimeoutMs: 2500,
+      faults: { errorRatio: 0.25, delayMs: 1500 },
+    });
   });
 
   it('treats an empty value as unset', () => {
@@ -60,6 +72,13 @@ describe('parseConfig', () => {
     ['SHUTDOWN_DELAY', '-5', /SHUTDOWN_DELAY="-5": expected a number of seconds/],
     ['SHUTDOWN_TIMEOUT', '5s', /SHUTDOWN_TIMEOUT="5s"/],
     ['HOST', 'http://0.0.0.0', /HOST="http:\/\/0.0.0.0"/],
+    ['FAULT_ERROR_RATIO', '50%', /FAULT_ERROR_RATIO="50%": expected a ratio from 0 to 1/],
+    ['FAULT_ERROR_RATIO', '1.5', /FAULT_ERROR_RATIO="1.5"/],
+    ['FAULT_ERROR_RATIO', '-0.1', /FAULT_ERROR_RATIO="-0.1"/],
+    ['FAULT_ERROR_RATIO', '.5', /FAULT_ERROR_RATIO=".5"/],
+    ['FAULT_DELAY', '300ms', /FAULT_DELAY="300ms": expected a number of seconds from 0 to 120/],
+    ['FAULT_DELAY', '300', /FAULT_DELAY="300"/],
+    ['FAULT_DELAY', '-1', /FAULT_DELAY="-1"/],
   ])('rejects %s=%s naming the variable, the value and what is allowed', (name, value, message) => {
     expect(() => parseConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => parseConfig({ [name]: value })).toThrow(message);
@@ -76,6 +95,8 @@ describe('the entry point with a bad variable', () => {
     ['BODY_LIMIT', '-1'],
     ['LOG_LEVEL', 'loud'],
     ['SHUTDOWN_TIMEOUT', 'never'],
+    ['FAULT_ERROR_RATIO', '2'],
+    ['FAULT_DELAY', '1s'],
   ])('%s=%s exits 1 before listening, with one line naming it', async (name, value) => {
     const result = await runServiceToExit({ [name]: value });
     expect(result.code).toBe(1);

@@ -9,6 +9,7 @@ export interface AppDependencies {
   logger: Logger;
   metrics: Pick<Metrics, 'countProductIdIssued' | 'observeRequest' | 'receivedAt'>;
   issueProductId?: RouteDependencies['issueProductId'];
+  faults?: RouteDependencies['faults'];
 }
 
 /** The Koa application: a request passes the middleware in this order, then the two routes. No globals. */
@@ -18,6 +19,7 @@ export function createApp(deps: AppDependencies): Koa {
     bodyLimit: deps.bodyLimit,
     onProductIdIssued: () => deps.metrics.countProductIdIssued(),
     issueProductId: deps.issueProductId,
+    faults: deps.faults,
   });
 
   app.use(securityHeaders());
