@@ -314,3 +314,49 @@ describe('the rendered Deployment with otel.endpoint set', () => {
     }
   });
 });
+
+describe('the rendered Deployment with faults.* set (a game day)', () => {
+  it('starts and passes its probes, fails and slows POST /product as asked, and says so in its log and on /metrics', async () => {
+    const name = `chart-test-faults-${suffix}`;
+    try {
+      const faulty = findOne(template([...IMAGE_VALUES, '--set', 'faults.errorRatio=1', '--set', 'faults.delaySeconds=0.2'], RELEASE, NAMESPACE), 'Deployment');
+      const spec = podSpecOf(faulty);
+      const main = mainContainer(faulty);
+      const translated = translatePod(spec, main.name, { podName: `${deploymentName}-6f7d9c8b5-g4m3d`, namespace: NAMESPACE, nodeName: 'node-c' });
+      expect([translated.env.get('FAULT_ERROR_RATIO'), translated.env.get('FAULT_DELAY')]).toEqual(['1', '0.2']);
+      created.push(name);
+      docker(['run', '--detach', '--name', name, '--network', network, ...translated.args, IMAGE, ...commandArgs(spec, main.name)]);
+      const port = (portName: string) =>
+        must(
+          main.ports?.find((p) => p.name === portName),
+          `${portName} port`,
+        ).containerPort;
+      const url = `http://${hostPort(name, port('http'))}`;
+      try {
+        // /health is never faulted: the probes pass as without faults.
+        await probeUntil('startupProbe', must(main.startupProbe, 'startupProbe'), url);
+      } catch (err) {
+        throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
+      }
+      for (const probeName of ['readinessProbe', 'livenessProbe'] as const) {
+        const result = await probeOnce(must(main[probeName], probeName), url);
+        expect(result.ok, `${probeName}: ${result.detail}`).toBe(true);
+      }
+
+      const started = performance.now();
+      const res = await fetch(`${url}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      expect(res.status).toBe(500);
+      expect(res.headers.get('content-type')).toBe('application/problem+json');
+      expect(performance.now() - started).toBeGreaterThanOrEqual(200);
+
+      const metrics = await (await fetch(`http://${hostPort(name, port('metrics'))}/metrics`)).text();
+      expect(sampleValue(metrics, 'product_service_fault_error_ratio')).toBe(1);
+      expect(sampleValue(metrics, 'product_service_fault_delay_seconds')).toBe(0.2);
+      expect(sampleValue(metrics, 'product_ids_issued_total')).toBe(0);
+      const warn = jsonLines(docker(['logs', name]).stdout).find((line) => line.level === 'warn');
+      expect(warn, logsOf(name)).toMatchObject({ msg: expect.stringContaining('faults injected') as string, fault_error_ratio: 1, fault_delay_ms: 200 });
+    } finally {
+      docker(['rm', '--force', name], true);
+    }
+  });
+});
