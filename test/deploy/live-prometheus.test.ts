@@ -233,6 +233,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     }
     expect(results.get('Deploys')?.map((sample) => sample.metric.version)).toEqual([VERSION]);
     expect(results.get('Alerts firing')).toEqual([]);
+    expect(results.get('Faults injected')).toEqual([]);
   });
 
   it('the latency panels have exemplars whose trace ids reach the trace backend and the logs', async () => {
