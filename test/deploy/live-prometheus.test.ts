@@ -1,15 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { stringify } from 'yaml';
 import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { MAIN } from '../support/paths';
-import { freePort, startService, VERSION, type ServiceProcess } from '../support/service-process';
+import { startService, VERSION, type ServiceProcess } from '../support/service-process';
+import { PROMETHEUS_WAIT, startPrometheus, type Prometheus, type PromResponse, type RuleState, type Sample } from './prometheus';
 import { PROMETHEUS_INSTALL, interpolate, loadDashboard, parseRules, promTargets, renderRules, requireTool, run, type Dashboard } from './tools';
 
 // The whole observability path on real parts: the built service (started as in production,
@@ -23,32 +21,10 @@ const JOB = 'product-service';
 const NAMESPACE = 'test';
 const POD = 'product-service-0';
 
-interface PromResponse<T> {
-  status: 'success' | 'error';
-  data: T;
-  error?: string;
-}
-interface Sample {
-  metric: Record<string, string>;
-  value: [number, string];
-}
-interface RuleState {
-  name: string;
-  type: 'alerting' | 'recording';
-  health: string;
-  lastError?: string;
-  state?: string;
-  lastEvaluation: string;
-  alerts?: Array<{ labels: Record<string, string>; state: string }>;
-}
-
-/** How long and how often the test asks Prometheus for a state it reaches by itself (scrapes and rule evaluations every 1 s). */
-const PROMETHEUS_WAIT = { timeout: 20_000, interval: 250 } as const;
-
 describe('dashboard and rules against a real Prometheus scraping the running service', () => {
   let dir = '';
   let service: ServiceProcess | undefined;
-  let prometheus: ChildProcess | undefined;
+  let prometheus: Prometheus | undefined;
   let receiver: OtlpReceiver | undefined;
   let promUrl = '';
   let rulesFile = '';
@@ -56,15 +32,13 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   const ids: number[] = [];
   const statuses = new Map<number, number>();
 
-  async function api<T>(path: string, params: Record<string, string> = {}): Promise<PromResponse<T>> {
-    const response = await fetch(`${promUrl}${path}?${new URLSearchParams(params).toString()}`);
-    return (await response.json()) as PromResponse<T>;
-  }
+  const api = <T>(path: string, params: Record<string, string> = {}): Promise<PromResponse<T>> => {
+    if (prometheus === undefined) throw new Error('Prometheus did not start');
+    return prometheus.api<T>(path, params);
+  };
   const query = (expr: string) => api<{ resultType: string; result: Sample[] }>('/api/v1/query', { query: expr });
 
   beforeAll(async () => {
-    const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
-    const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
     if (!existsSync(MAIN)) throw new Error('dist/main.js is missing: run `npm run build` first');
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
     // The chart's rules for a release named after the scrape job, in the scrape's namespace.
@@ -79,36 +53,17 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     });
 
     // The scrape adds the labels a Kubernetes scrape would (namespace, pod), as deploy/compose.yaml does.
-    const port = await freePort();
-    promUrl = `http://127.0.0.1:${port}`;
-    const config = join(dir, 'prometheus.yml');
-    writeFileSync(
-      config,
-      stringify({
-        global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
+    prometheus = await startPrometheus(
+      dir,
+      {
         rule_files: [rulesFile],
         scrape_configs: [{ job_name: JOB, static_configs: [{ targets: [`127.0.0.1:${service.metricsPort}`], labels: { namespace: NAMESPACE, pod: POD } }] }],
-      }),
+      },
+      ['--enable-feature=exemplar-storage'],
     );
-    const check = run(promtool, ['check', 'config', config]);
-    if (check.status !== 0) throw new Error(`promtool check config: ${check.stdout}${check.stderr}`);
-    const log = createWriteStream(join(dir, 'prometheus.log'));
-    prometheus = spawn(
-      prometheusBin,
-      [
-        `--config.file=${config}`,
-        `--storage.tsdb.path=${join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-        '--enable-feature=exemplar-storage',
-        '--log.level=warn',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    prometheus.stdout?.pipe(log);
-    prometheus.stderr?.pipe(log);
+    promUrl = prometheus.url;
     await vi.waitFor(
       async () => {
-        if (prometheus?.exitCode !== null) throw new Error(`prometheus exited: ${readFileSync(join(dir, 'prometheus.log'), 'utf8')}`);
         const up = await query(`up{job="${JOB}"}`);
         expect(up.data.result[0]?.value[1], 'up').toBe('1');
       },
@@ -144,10 +99,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   });
 
   afterAll(async () => {
-    if (prometheus && prometheus.exitCode === null) {
-      prometheus.kill('SIGTERM');
-      await once(prometheus, 'exit');
-    }
+    await prometheus?.stop();
     await service?.stop();
     await receiver?.close();
     if (dir !== '') rmSync(dir, { recursive: true, force: true });
