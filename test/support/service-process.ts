@@ -77,11 +77,15 @@ export function exitWithin(exited: Promise<number | string>, timeoutMs: number):
   return Promise.race([exited, sleep(timeoutMs, 'still running')]);
 }
 
-/** Starts the service with spawnMain on free ports (unless `env` names them) and resolves once /health answers. */
-export async function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
+/**
+ * Starts the service with spawnMain on free ports (unless `env` names them) and resolves once /health
+ * answers. Given a file descriptor for stdout (e.g. /dev/null under heavy load), the test reads no
+ * log lines.
+ */
+export async function startService(env: Record<string, string> = {}, stdoutFd?: number): Promise<ServiceProcess> {
   const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
   const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : await freePort();
-  const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env });
+  const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env }, stdoutFd ?? 'pipe');
   const lines: LogLine[] = [];
   let stdout = '';
   let stderr = '';
