@@ -536,54 +536,35 @@ describe('every alert the chart renders, fired by the real service', () => {
     SCENARIO_TIMEOUT_MS,
   );
 
+  /**
+   * Both burn-rate alerts of one SLO: a rollout with `fault` under the namespace's steady traffic,
+   * then one without it. `whileFiring` runs before the fault is rolled back.
+   */
+  async function burnBoth(space: Namespace, slo: string, fault: Record<string, string>, did: string, whileFiring?: () => Promise<void>): Promise<void> {
+    const names = ['ProductServiceErrorBudgetBurnFast', 'ProductServiceErrorBudgetBurnSlow'];
+    const t0 = await space.rollout(fault);
+    const fired = await Promise.all(names.map((alert) => space.fired(alert, t0, slo)));
+    await whileFiring?.();
+    const t1 = await space.rollout({});
+    const resolved = await Promise.all(names.map((alert) => space.resolved(alert, t1, slo)));
+    names.forEach((alert, i) =>
+      rows.push({ alert, slo, did, ended: 'Rolled out without the fault', fireSeconds: fired[i] ?? NaN, resolveSeconds: resolved[i] ?? NaN }),
+    );
+    expect(space.firedHere()).toEqual(names);
+  }
+
   it.concurrent(
     'the availability burn rates: a rollout with FAULT_ERROR_RATIO=1 under traffic; ProductServiceNoIdsIssued stays silent (one page); an exemplar leads to the failed trace and its log lines',
-    async () => {
-      const space = ns.errors;
-      const t0 = await space.rollout({ FAULT_ERROR_RATIO: '1' });
-      const [fast, slow] = await Promise.all([
-        space.fired('ProductServiceErrorBudgetBurnFast', t0, 'availability'),
-        space.fired('ProductServiceErrorBudgetBurnSlow', t0, 'availability'),
-      ]);
-      await followAnExemplar(space);
-      const t1 = await space.rollout({});
-      const [fastResolved, slowResolved] = await Promise.all([
-        space.resolved('ProductServiceErrorBudgetBurnFast', t1, 'availability'),
-        space.resolved('ProductServiceErrorBudgetBurnSlow', t1, 'availability'),
-      ]);
-      const did = 'Rolled out `FAULT_ERROR_RATIO=1` under 4 POST /product a second';
-      const ended = 'Rolled out without the fault';
-      rows.push(
-        { alert: 'ProductServiceErrorBudgetBurnFast', slo: 'availability', did, ended, fireSeconds: fast, resolveSeconds: fastResolved },
-        { alert: 'ProductServiceErrorBudgetBurnSlow', slo: 'availability', did, ended, fireSeconds: slow, resolveSeconds: slowResolved },
-      );
-      expect(space.firedHere()).toEqual(['ProductServiceErrorBudgetBurnFast', 'ProductServiceErrorBudgetBurnSlow']);
-    },
+    () =>
+      burnBoth(ns.errors, 'availability', { FAULT_ERROR_RATIO: '1' }, 'Rolled out `FAULT_ERROR_RATIO=1` under 4 POST /product a second', () =>
+        followAnExemplar(ns.errors),
+      ),
     SCENARIO_TIMEOUT_MS,
   );
 
   it.concurrent(
     'the latency burn rates: a rollout with FAULT_DELAY past the latency threshold under traffic',
-    async () => {
-      const space = ns.slow;
-      const t0 = await space.rollout({ FAULT_DELAY: '0.3' });
-      const [fast, slow] = await Promise.all([
-        space.fired('ProductServiceErrorBudgetBurnFast', t0, 'latency'),
-        space.fired('ProductServiceErrorBudgetBurnSlow', t0, 'latency'),
-      ]);
-      const t1 = await space.rollout({});
-      const [fastResolved, slowResolved] = await Promise.all([
-        space.resolved('ProductServiceErrorBudgetBurnFast', t1, 'latency'),
-        space.resolved('ProductServiceErrorBudgetBurnSlow', t1, 'latency'),
-      ]);
-      const did = 'Rolled out `FAULT_DELAY=0.3` (the latency threshold is 0.25 s) under 4 POST /product a second';
-      const ended = 'Rolled out without the fault';
-      rows.push(
-        { alert: 'ProductServiceErrorBudgetBurnFast', slo: 'latency', did, ended, fireSeconds: fast, resolveSeconds: fastResolved },
-        { alert: 'ProductServiceErrorBudgetBurnSlow', slo: 'latency', did, ended, fireSeconds: slow, resolveSeconds: slowResolved },
-      );
-      expect(space.firedHere()).toEqual(['ProductServiceErrorBudgetBurnFast', 'ProductServiceErrorBudgetBurnSlow']);
-    },
+    () => burnBoth(ns.slow, 'latency', { FAULT_DELAY: '0.3' }, 'Rolled out `FAULT_DELAY=0.3` (the latency threshold is 0.25 s) under 4 POST /product a second'),
     SCENARIO_TIMEOUT_MS,
   );
 
