@@ -29,7 +29,7 @@ export interface Faults {
  * rehearsed, while a delay meant in milliseconds ("300") is refused rather than holding each
  * request for minutes.
  */
-export const MAX_FAULT_DELAY_S = 120;
+const MAX_FAULT_DELAY_S = 120;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];

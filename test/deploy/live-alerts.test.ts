@@ -313,14 +313,14 @@ describe('every alert the chart renders, fired by the real service', () => {
 
     /**
      * A rollout as the chart's Deployment makes it (surge first, never below the desired count): a
-     * pod with `env` starts and is scraped, then takes the traffic, and the old pod is removed and
-     * stopped. Resolves with the moment the new pod took over.
+     * pod with `env` starts and takes the traffic once it answers; once Prometheus has scraped it,
+     * the old pod is removed and stopped. Resolves with the moment the new pod took the traffic.
      */
     async rollout(env: Record<string, string>): Promise<number> {
       const old = this.serving;
       const next = await this.start(env);
-      await this.scrapedOnce(next);
       const switched = Date.now();
+      await this.scrapedOnce(next);
       this.unscrape(old);
       await this.dropped(old);
       await this.kill(old);
