@@ -12,17 +12,17 @@ export interface Config {
   readonly shutdownDelayMs: number;
   /** How long in-flight requests may take to finish once the listener is closed, in milliseconds. */
   readonly shutdownTimeoutMs: number;
-  /** Failures and slowness injected into POST /product on purpose, for game days; none unless set. */
-  readonly faults: Faults;
+  /** Share of POST /product requests answered 500 without an id on purpose, for game days (src/http/faults.ts), from 0 to 1; 0 is none. */
+  readonly faultErrorRatio: number;
+  /** Delay added on purpose before POST /product answers, for game days, in milliseconds; 0 is none. */
+  readonly faultDelayMs: number;
 }
 
-/** FAULT_ERROR_RATIO and FAULT_DELAY (src/http/faults.ts): 0 is no fault. */
-export interface Faults {
-  /** Share of POST /product requests answered 500 without an id, from 0 to 1. */
-  readonly errorRatio: number;
-  /** Added before POST /product answers, in milliseconds. */
-  readonly delayMs: number;
-}
+/** The game-day faults (FAULT_ERROR_RATIO, FAULT_DELAY). */
+export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
+
+/** No fault injected: what the service runs with unless FAULT_ERROR_RATIO or FAULT_DELAY is set. */
+export const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
 
 /**
  * The longest FAULT_DELAY, in seconds: longer than callers wait, so every kind of slowness can be
@@ -60,10 +60,8 @@ export function parseConfig(env: Env): Config {
     bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
     shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
     shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
-    faults: {
-      errorRatio: readRatio(env, 'FAULT_ERROR_RATIO'),
-      delayMs: readSeconds(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
-    },
+    faultErrorRatio: readRatio(env, 'FAULT_ERROR_RATIO'),
+    faultDelayMs: readSeconds(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
   };
 }
 

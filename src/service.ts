@@ -17,7 +17,7 @@ import { serviceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
 
 export interface ServiceDependencies {
-  config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'faults'>;
+  config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'faultErrorRatio' | 'faultDelayMs'>;
   logger: Logger;
   metrics: Metrics;
   /** Draws product ids; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
@@ -37,7 +37,7 @@ export interface Service {
 
 export function createService(deps: ServiceDependencies): Service {
   const { config, logger, metrics } = deps;
-  const app = createApp({ bodyLimit: config.bodyLimit, logger, metrics, issueProductId: deps.issueProductId, faults: config.faults });
+  const app = createApp({ bodyLimit: config.bodyLimit, logger, metrics, issueProductId: deps.issueProductId, faults: config });
   const handleRequest = app.callback();
   // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
   const apiServer = createApiServer((req, res) => void handleRequest(req, res), logger, metrics, deps.apiServerOptions);
@@ -56,7 +56,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
   const service = serviceInfo();
   // Metrics first: the logger counts in them the lines a blocked stdout drops.
-  const metrics = createMetrics({ service, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline(), faults: config.faults });
+  const metrics = createMetrics({ service, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline(), faults: config });
   const logger = createLogger({ level: config.logLevel, service, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
   exitOnUnexpectedFailure(logger);
 
@@ -81,10 +81,10 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: service.revision, node: process.version },
     'product-service listening',
   );
-  if (faultsSet(config.faults)) {
+  if (faultsSet(config)) {
     // A rehearsal must not be mistaken for an incident: said at start, and on /metrics (createMetrics).
     logger.warn(
-      { fault_error_ratio: config.faults.errorRatio, fault_delay_ms: config.faults.delayMs },
+      { fault_error_ratio: config.faultErrorRatio, fault_delay_ms: config.faultDelayMs },
       'faults injected into POST /product on purpose (FAULT_ERROR_RATIO, FAULT_DELAY): unset them to end the rehearsal',
     );
   }

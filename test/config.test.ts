@@ -12,7 +12,8 @@ describe('parseConfig', () => {
       bodyLimit: 1024 * 1024,
       shutdownDelayMs: 0,
       shutdownTimeoutMs: 25_000,
-      faults: { errorRatio: 0, delayMs: 0 },
+      faultErrorRatio: 0,
+      faultDelayMs: 0,
     });
   });
 
@@ -37,7 +38,8 @@ describe('parseConfig', () => {
       bodyLimit: 512 * 1024,
       shutdownDelayMs: 5000,
       shutdownTimeoutMs: 2500,
-      faults: { errorRatio: 0.25, delayMs: 1500 },
+      faultErrorRatio: 0.25,
+      faultDelayMs: 1500,
     });
   });
 

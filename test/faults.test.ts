@@ -29,7 +29,7 @@ async function exposition(svc: InProcessService): Promise<string> {
 }
 
 async function startWithFaults(errorRatio: number, delayMs: number): Promise<InProcessService> {
-  const svc = await startInProcess({ faults: { errorRatio, delayMs } });
+  const svc = await startInProcess({ faults: { faultErrorRatio: errorRatio, faultDelayMs: delayMs } });
   onTestFinished(() => svc.close());
   return svc;
 }

@@ -22,12 +22,12 @@ export class InjectedFault extends Error {
 export type FaultInjector = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
 /** Whether any fault is set. */
-export const faultsSet = (faults: Faults): boolean => faults.errorRatio > 0 || faults.delayMs > 0;
+export const faultsSet = (faults: Faults): boolean => faults.faultErrorRatio > 0 || faults.faultDelayMs > 0;
 
 /** The faults to inject, or undefined when none is set: POST /product then runs exactly as without this module. */
 export function faultInjector(faults: Faults): FaultInjector | undefined {
   if (!faultsSet(faults)) return undefined;
-  const { errorRatio, delayMs } = faults;
+  const { faultErrorRatio: errorRatio, faultDelayMs: delayMs } = faults;
   return async (req, res) => {
     if (delayMs > 0) {
       await delayUnlessClosed(delayMs, res);

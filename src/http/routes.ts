@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { METHODS } from 'node:http';
 import Router from '@koa/router';
 import { trace } from '@opentelemetry/api';
-import type { Faults } from '../config';
+import { NO_FAULTS, type Faults } from '../config';
 import { faultInjector } from './faults';
 import { drainRequestBody } from './request-body';
 
@@ -22,7 +22,7 @@ export const randomProductId = (): number => randomInt(1, 2147483647);
 
 export function createRouter(deps: RouteDependencies): Router {
   const issueProductId = deps.issueProductId ?? randomProductId;
-  const injectFault = deps.faults === undefined ? undefined : faultInjector(deps.faults);
+  const injectFault = faultInjector(deps.faults ?? NO_FAULTS);
   // Every method Node's parser accepts is "implemented", so a known path with another method
   // gets 405 with Allow (from allowedMethods), never 501.
   const router = new Router({ methods: [...METHODS] });

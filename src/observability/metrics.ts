@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
-import type { Faults } from '../config';
+import { NO_FAULTS, type Faults } from '../config';
 import type { ServiceInfo } from '../service-info';
 import type { Telemetry } from './telemetry';
 
@@ -121,7 +121,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [registry],
   }).set({ version: options.service.version, revision: options.service.revision, nodejs_version: process.version }, 1);
 
-  registerFaultMetrics(registry, options.faults ?? { errorRatio: 0, delayMs: 0 });
+  registerFaultMetrics(registry, options.faults ?? NO_FAULTS);
   registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));
   if (options.processMetrics) {
     // 1 ms, the finest Node's event-loop delay histogram allows: it reports the whole sampling
@@ -164,12 +164,12 @@ function registerFaultMetrics(registry: Registry<RegistryContentType>, faults: F
     name: 'product_service_fault_error_ratio',
     help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',
     registers: [registry],
-  }).set(faults.errorRatio);
+  }).set(faults.faultErrorRatio);
   new Gauge({
     name: 'product_service_fault_delay_seconds',
     help: 'Delay added on purpose before POST /product answers (FAULT_DELAY, a game day); 0 when no fault is injected.',
     registers: [registry],
-  }).set(faults.delayMs / 1000);
+  }).set(faults.faultDelayMs / 1000);
 }
 
 /**

@@ -42,10 +42,10 @@ export async function startInProcess(overrides: InProcessOverrides = {}, apiServ
   });
   const config = parseConfig({ HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0' });
   const logger = createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination });
-  const faults = overrides.faults ?? config.faults;
+  const faults = overrides.faults ?? config;
   const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test' }, processMetrics: false, faults });
   const service = createService({
-    config: { ...config, bodyLimit: overrides.bodyLimit ?? config.bodyLimit, faults },
+    config: { ...config, ...overrides.faults, bodyLimit: overrides.bodyLimit ?? config.bodyLimit },
     logger,
     metrics,
     issueProductId: overrides.issueProductId,
