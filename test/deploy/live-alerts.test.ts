@@ -401,7 +401,8 @@ describe('every alert the chart renders, fired by the real service', () => {
     cleanups.push(() => ksm.close());
 
     // Every namespace's healthy pod, before Prometheus starts: each is scraped from its first evaluation on.
-    const ruleFiles = await Promise.all(
+    // allSettled: a start that fails must not leave the others running unrecorded for afterAll.
+    const settled = await Promise.allSettled(
       Object.keys(NAMESPACES).map(async (name) => {
         const space = ns[name as NamespaceName];
         const setup: Setup = NAMESPACES[name as NamespaceName];
@@ -424,6 +425,9 @@ describe('every alert the chart renders, fired by the real service', () => {
         return rules;
       }),
     );
+    const failed = settled.find((result) => result.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    const ruleFiles = settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
 
     prometheus = await startPrometheus(
       dir,

@@ -64,6 +64,8 @@ export async function startPrometheus(dir: string, config: Record<string, unknow
   const url = `http://127.0.0.1:${port}`;
   const logFile = join(dir, 'prometheus.log');
   const log = createWriteStream(logFile);
+  // The copy of Prometheus' log is for failure messages only: a full disk must not fail the test run.
+  log.on('error', () => undefined);
   const child: ChildProcess = spawn(
     prometheusBin,
     [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn', ...flags],

@@ -131,7 +131,13 @@ export async function startService(env: Record<string, string> = {}, stdoutFd?: 
       return exited;
     },
   };
-  await waitUntilHealthy(service.baseUrl, child, () => stderr);
+  try {
+    await waitUntilHealthy(service.baseUrl, child, () => stderr);
+  } catch (error) {
+    // Not healthy in time: the caller gets no handle to stop it, so it is stopped here.
+    await service.stop('SIGKILL');
+    throw error;
+  }
   return service;
 }
 
