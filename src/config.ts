@@ -19,6 +19,10 @@ export interface Config {
   readonly traceQueryParams: readonly string[];
   /** Proxies whose X-Forwarded-For a span believes for client.address (TRUSTED_PROXIES); none: the socket's peer. */
   readonly trustedProxies: readonly AddressRange[];
+  /** Share of POST /product requests answered 500 without an id on purpose, for game days (src/http/faults.ts), from 0 to 1; 0 is none. */
+  readonly faultErrorRatio: number;
+  /** Delay added on purpose before POST /product answers, for game days, in milliseconds; 0 is none. */
+  readonly faultDelayMs: number;
 }
 
 /** An IP address range in CIDR notation; one address is a /32 (IPv4) or /128 (IPv6). */
@@ -27,6 +31,19 @@ export interface AddressRange {
   readonly prefix: number;
   readonly family: 'ipv4' | 'ipv6';
 }
+
+/** The game-day faults (FAULT_ERROR_RATIO, FAULT_DELAY). */
+export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
+
+/** No fault injected: what the service runs with unless FAULT_ERROR_RATIO or FAULT_DELAY is set. */
+export const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
+
+/**
+ * The longest FAULT_DELAY, in seconds: longer than callers wait, so every kind of slowness can be
+ * rehearsed, while a delay meant in milliseconds ("300") is refused rather than holding each
+ * request for minutes.
+ */
+const MAX_FAULT_DELAY_S = 120;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -60,6 +77,8 @@ export function parseConfig(env: Env): Config {
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
     traceQueryParams: readQueryParams(env, 'TRACE_QUERY_PARAMS'),
     trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
+    faultErrorRatio: readRatio(env, 'FAULT_ERROR_RATIO'),
+    faultDelayMs: readSeconds(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
   };
 }
 
@@ -86,6 +105,15 @@ function readSeconds(env: Env, name: string, fallback: number, max: number): num
   if (value === undefined) return fallback;
   if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > max) {
     throw new ConfigError(name, value, `expected a number of seconds from 0 to ${max} (e.g. 5 or 0.5)`);
+  }
+  return Number(value);
+}
+
+function readRatio(env: Env, name: string): number {
+  const value = readVariable(env, name);
+  if (value === undefined) return 0;
+  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > 1) {
+    throw new ConfigError(name, value, 'expected a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)');
   }
   return Number(value);
 }

@@ -8,6 +8,7 @@ import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ConfigError, parseConfig, type Config } from './config';
 import { createApp } from './http/app';
+import { faultsSet } from './http/faults';
 import { createMetricsServer } from './http/metrics-server';
 import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
 import { createHttpServer, type ServerOptions } from './http/server';
@@ -19,7 +20,7 @@ import { packageInfo, type ServiceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
 
 export interface ServiceDependencies {
-  config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'traceQueryParams' | 'trustedProxies'>;
+  config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'traceQueryParams' | 'trustedProxies' | 'faultErrorRatio' | 'faultDelayMs'>;
   logger: Logger;
   metrics: Metrics;
   /** Draws product ids; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
@@ -48,6 +49,7 @@ export function createService(deps: ServiceDependencies): Service {
     bodyLimit: config.bodyLimit,
     onProductIdIssued: () => metrics.countProductIdIssued(),
     issueProductId: deps.issueProductId,
+    faults: config,
   });
   const handleRequest = createApp({ router, logger, metrics }).callback();
   // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
@@ -81,7 +83,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
   const info: ServiceInfo = { ...packageInfo(), revision: config.buildRevision };
   // Metrics first: the logger counts in them the lines a blocked stdout drops.
-  const metrics = createMetrics({ service: info, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline() });
+  const metrics = createMetrics({ service: info, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline(), faults: config });
   const logger = createLogger({ level: config.logLevel, service: info, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
   exitOnUnexpectedFailure(logger);
 
@@ -108,6 +110,13 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: info.revision, node: process.version },
     'product-service listening',
   );
+  if (faultsSet(config)) {
+    // A rehearsal must not be mistaken for an incident: said at start, and on /metrics (createMetrics).
+    logger.warn(
+      { fault_error_ratio: config.faultErrorRatio, fault_delay_ms: config.faultDelayMs },
+      'faults injected into POST /product on purpose (FAULT_ERROR_RATIO, FAULT_DELAY): unset them to end the rehearsal',
+    );
+  }
 }
 
 function readConfigOrExit(): Config {

@@ -22,6 +22,8 @@ const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unk
   ['BUILD_REVISION', 'buildRevision', 'unknown'],
   ['TRACE_QUERY_PARAMS', 'traceQueryParams', []],
   ['TRUSTED_PROXIES', 'trustedProxies', []],
+  ['FAULT_ERROR_RATIO', 'faultErrorRatio', 0],
+  ['FAULT_DELAY', 'faultDelayMs', 0],
 ];
 
 /** Values accepted, and what they become. */
@@ -52,6 +54,10 @@ const ACCEPTED: ReadonlyArray<[variable: string, value: string, expected: unknow
     ],
   ],
   ['TRUSTED_PROXIES', '0.0.0.0/0', [{ address: '0.0.0.0', prefix: 0, family: 'ipv4' }]],
+  ['FAULT_ERROR_RATIO', '0.25', 0.25],
+  ['FAULT_ERROR_RATIO', '1', 1],
+  ['FAULT_DELAY', '1.5', 1500],
+  ['FAULT_DELAY', '120', 120_000],
 ];
 
 /** Values refused, and what the message says is allowed. */
@@ -81,6 +87,13 @@ const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]>
   ['TRUSTED_PROXIES', '10.0.0.0/', /expected IP addresses or CIDR ranges/],
   ['TRUSTED_PROXIES', '10.0.0.0/8,', /expected IP addresses or CIDR ranges/],
   ['TRUSTED_PROXIES', '2', /expected IP addresses or CIDR ranges/],
+  ['FAULT_ERROR_RATIO', '50%', /expected a ratio from 0 to 1/],
+  ['FAULT_ERROR_RATIO', '1.5', /expected a ratio from 0 to 1/],
+  ['FAULT_ERROR_RATIO', '-0.1', /expected a ratio from 0 to 1/],
+  ['FAULT_ERROR_RATIO', '.5', /expected a ratio from 0 to 1/],
+  ['FAULT_DELAY', '300ms', /expected a number of seconds from 0 to 120/],
+  ['FAULT_DELAY', '300', /expected a number of seconds from 0 to 120/],
+  ['FAULT_DELAY', '-1', /expected a number of seconds/],
 ];
 
 const fieldOf = (variable: string): keyof Config => DEFAULTS.find(([name]) => name === variable)?.[1] ?? ('' as keyof Config);
@@ -140,6 +153,8 @@ describe('the entry point with a bad variable', () => {
     ['LOG_LEVEL', 'loud'],
     ['SHUTDOWN_TIMEOUT', 'never'],
     ['TRUSTED_PROXIES', '10.0.0.0/40'],
+    ['FAULT_ERROR_RATIO', '2'],
+    ['FAULT_DELAY', '1s'],
   ])('%s=%s exits 1 before listening, with one line naming it', async (name, value) => {
     const result = await runServiceToExit({ [name]: value });
     expect(result.code).toBe(1);

@@ -5,17 +5,14 @@
 // lines, then stops reading. Logging must hold neither a request, nor memory beyond its bounded
 // buffer, nor the exit; the lines it drops are counted on /metrics and, once the pipe moves
 // again, in one warn line.
-import { execFileSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, constants as fs } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
 import { sampleValue, scrape } from './support/exposition';
-import { collectLogLines, exitWithin, freePorts, spawnMain, waitUntilHealthy, type LogLine } from './support/service-process';
+import { startWithFifoStdout, type FifoService } from './support/fifo-stdout';
+import { exitWithin } from './support/service-process';
 
 const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
 const DROPPED_MSG = 'log lines dropped while stdout was blocked';
@@ -27,62 +24,6 @@ const DROPPED_MSG = 'log lines dropped while stdout was blocked';
 const RSS_BOUND_MB = 180;
 /** The readiness probe's timeout (helm/product-service/README.md): a slower /health fails it. */
 const HEALTH_BOUND_MS = 2000;
-
-interface FifoService {
-  readonly child: ChildProcess;
-  readonly port: number;
-  readonly metricsUrl: string;
-  /** Every complete line the reader has read (see LogLine). */
-  readonly lines: LogLine[];
-  /** The reader stops reading (the pipe fills up) or reads again. */
-  pauseReader(): void;
-  resumeReader(): void;
-  readonly exited: Promise<number | string>;
-  stderr(): string;
-}
-
-/**
- * startService (support/service-process.ts) with stdout a FIFO instead of a pipe to the test: the
- * reader is a socket on the FIFO's read end in this process, and the service gets the write end as
- * its fd 1, as a shell's `node dist/main.js > fifo` would give it.
- */
-async function startWithFifoStdout(env: Record<string, string>): Promise<FifoService> {
-  const dir = mkdtempSync(join(tmpdir(), 'product-service-stdout-'));
-  const fifo = join(dir, 'stdout');
-  execFileSync('mkfifo', [fifo]);
-  // Non-blocking, so that opening the read end does not wait for a writer.
-  const reader = new Socket({ fd: openSync(fifo, fs.O_RDONLY | fs.O_NONBLOCK), readable: true, writable: false });
-  const writeEnd = openSync(fifo, 'w');
-  const [port, metricsPort] = (await freePorts(2)) as [number, number];
-  const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env }, writeEnd);
-  closeSync(writeEnd);
-  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
-  onTestFinished(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await exited;
-    }
-    reader.destroy();
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const lines: LogLine[] = [];
-  collectLogLines(reader, lines);
-
-  await waitUntilHealthy(`http://127.0.0.1:${port}`, child, () => stderr);
-  return {
-    child,
-    port,
-    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
-    lines,
-    pauseReader: () => reader.pause(),
-    resumeReader: () => reader.resume(),
-    exited,
-    stderr: () => stderr,
-  };
-}
 
 /** The log lines dropped so far, as counted on /metrics; the counter is there from the start. */
 async function droppedLines(service: FifoService): Promise<number> {
@@ -158,6 +99,7 @@ async function loadUntilLinesDrop(service: FifoService, moreMs = 1000): Promise<
 /** Starts the service, lets the reader take the start-up line, then stops reading. */
 async function startWithStuckStdout(env: Record<string, string>): Promise<FifoService> {
   const service = await startWithFifoStdout({ OTEL_SDK_DISABLED: 'true', ...env });
+  onTestFinished(() => service.close());
   await vi.waitFor(() => expect(service.lines.map((line) => line.msg)).toContain('product-service listening'), {
     timeout: 10_000,
     interval: 20,

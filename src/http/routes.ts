@@ -2,6 +2,8 @@ import { randomInt } from 'node:crypto';
 import { METHODS, type IncomingMessage } from 'node:http';
 import Router from '@koa/router';
 import { trace } from '@opentelemetry/api';
+import { NO_FAULTS, type Faults } from '../config';
+import { faultInjector } from './faults';
 import { drainRequestBody } from './request-body';
 
 export interface RouteDependencies {
@@ -11,6 +13,8 @@ export interface RouteDependencies {
   onProductIdIssued: () => void;
   /** Draws a product id; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
   issueProductId?: () => number;
+  /** Faults injected into POST /product (FAULT_ERROR_RATIO, FAULT_DELAY); none by default. */
+  faults?: Faults;
 }
 
 const HEALTH = '/health';
@@ -23,6 +27,7 @@ export const randomProductId = (): number => randomInt(1, 2147483647);
 
 export function createRouter(deps: RouteDependencies): Router {
   const issueProductId = deps.issueProductId ?? randomProductId;
+  const injectFault = faultInjector(deps.faults ?? NO_FAULTS);
   // Every method Node's parser accepts is "implemented", so a known path with another method
   // gets 405 with Allow (from allowedMethods), never 501.
   const router = new Router({ methods: [...METHODS] });
@@ -32,6 +37,7 @@ export function createRouter(deps: RouteDependencies): Router {
     // before the id is issued, so an id is only counted for a request that was fully received
     // on a connection that can still carry the answer.
     await drainRequestBody(ctx.req, ctx.res, deps.bodyLimit);
+    if (injectFault !== undefined) await injectFault(ctx.req, ctx.res);
     const productId = issueProductId();
     trace.getActiveSpan()?.setAttribute('product.id', productId);
     deps.onProductIdIssued();

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
+import { NO_FAULTS, type Faults } from '../config';
 import type { ServiceInfo } from '../service-info';
 import type { Telemetry } from './telemetry';
 
@@ -71,6 +72,8 @@ export interface MetricsOptions {
   processMetrics: boolean;
   /** The trace pipeline's own counts (Telemetry.readSpanPipeline); without it the otel_sdk_* series stay at zero. */
   spanPipeline?: Telemetry['readSpanPipeline'];
+  /** The faults injected into POST /product (config.ts), shown so that a rehearsal is not taken for an incident; none by default. */
+  faults?: Faults;
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
@@ -118,6 +121,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [registry],
   }).set({ version: options.service.version, revision: options.service.revision, nodejs_version: process.version }, 1);
 
+  registerFaultMetrics(registry, options.faults ?? NO_FAULTS);
   registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));
   if (options.processMetrics) {
     // 1 ms, the finest Node's event-loop delay histogram allows: it reports the whole sampling
@@ -149,6 +153,24 @@ export function createMetrics(options: MetricsOptions): Metrics {
     },
     render: createRenderer(registry),
   };
+}
+
+/**
+ * The faults set (FAULT_ERROR_RATIO, FAULT_DELAY), 0 when none: the dashboard shows them beside the
+ * errors and latency they cause. Two gauges, one per unit, rather than one with a `fault` label
+ * whose values would mix a ratio and seconds.
+ */
+function registerFaultMetrics(registry: Registry<RegistryContentType>, faults: Faults): void {
+  new Gauge({
+    name: 'product_service_fault_error_ratio',
+    help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',
+    registers: [registry],
+  }).set(faults.faultErrorRatio);
+  new Gauge({
+    name: 'product_service_fault_delay_seconds',
+    help: 'Delay added on purpose before POST /product answers (FAULT_DELAY, a game day); 0 when no fault is injected.',
+    registers: [registry],
+  }).set(faults.faultDelayMs / 1000);
 }
 
 /**

@@ -4,7 +4,7 @@
 // rendered `helm test` pod runs against it, and SIGTERM shows the shutdown fits the grace period.
 // Rendered with otel.endpoint, the pod exports its spans, with the chart's k8s.* resource, to a
 // collector on the Docker host; with traceQueryParams and trustedProxies, its spans record what
-// those values allow.
+// those values allow; with faults.*, it fails and slows POST /product as a game day asks.
 //
 // Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
 // the container tests (`npm run test:container`), which .ci/run runs first.
@@ -243,5 +243,32 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
     } finally {
       await receiver.close();
     }
+  });
+});
+
+describe('the rendered Deployment with faults.* set (a game day)', () => {
+  it('starts and passes its probes, fails and slows POST /product as asked, and says so in its log and on /metrics', async () => {
+    const faulty = findOne(template([...IMAGE_VALUES, '--set', 'faults.errorRatio=1', '--set', 'faults.delaySeconds=0.2'], RELEASE, NAMESPACE), 'Deployment');
+    const main = mainContainer(faulty);
+    // /health is never faulted: the startup probe passes as without faults (pods.start waits for it).
+    const { name, baseUrl, metricsUrl, translation } = await pods.start(faulty, { podName: `${deploymentName}-6f7d9c8b5-g4m3d`, nodeName: 'node-c' });
+    expect([translation.env.get('FAULT_ERROR_RATIO'), translation.env.get('FAULT_DELAY')]).toEqual(['1', '0.2']);
+    for (const probeName of ['readinessProbe', 'livenessProbe'] as const) {
+      const result = await probeOnce(must(main[probeName], probeName), baseUrl);
+      expect(result.ok, `${probeName}: ${result.detail}`).toBe(true);
+    }
+
+    const started = performance.now();
+    const res = await fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(500);
+    expect(res.headers.get('content-type')).toBe('application/problem+json');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(200);
+
+    const metrics = await (await fetch(metricsUrl)).text();
+    expect(sampleValue(metrics, 'product_service_fault_error_ratio')).toBe(1);
+    expect(sampleValue(metrics, 'product_service_fault_delay_seconds')).toBe(0.2);
+    expect(sampleValue(metrics, 'product_ids_issued_total')).toBe(0);
+    const warn = jsonLines(docker(['logs', name]).stdout).find((line) => line.level === 'warn');
+    expect(warn, logsOf(name)).toMatchObject({ msg: expect.stringContaining('faults injected') as string, fault_error_ratio: 1, fault_delay_ms: 200 });
   });
 });

@@ -364,6 +364,23 @@ describe('chart defaults', () => {
     expect(templateFails(['--set', 'trustedProxies={10.0.0.0/33}'])).toMatch(/trustedProxies/);
   });
 
+  it('inject no fault unless asked; pass faults.* as FAULT_ERROR_RATIO and FAULT_DELAY, decimals from --set too', () => {
+    for (const name of ['FAULT_ERROR_RATIO', 'FAULT_DELAY']) expect(envNames(container)).not.toContain(name);
+    const rehearsal = mainContainer(findOne(template(['--set', 'faults.errorRatio=0.05', '--set', 'faults.delaySeconds=0.3']), 'Deployment'));
+    expect(envValue(rehearsal, 'FAULT_ERROR_RATIO')).toBe('0.05');
+    expect(envValue(rehearsal, 'FAULT_DELAY')).toBe('0.3');
+    // From a values file (numbers), and 0, which is set (no fault) rather than left out.
+    const fromJson = mainContainer(findOne(template(['--set-json', 'faults={"errorRatio":1,"delaySeconds":0}']), 'Deployment'));
+    expect(envValue(fromJson, 'FAULT_ERROR_RATIO')).toBe('1');
+    expect(envValue(fromJson, 'FAULT_DELAY')).toBe('0');
+    // extraEnv naming the same variable replaces it, once.
+    const replaced = mainContainer(
+      findOne(template(['--set', 'faults.delaySeconds=1', '--set', 'extraEnv[0].name=FAULT_DELAY', '--set', 'extraEnv[0].value=0']), 'Deployment'),
+    );
+    expect(envNames(replaced).filter((name) => name === 'FAULT_DELAY')).toHaveLength(1);
+    expect(envValue(replaced, 'FAULT_DELAY')).toBe('0');
+  });
+
   it('keep the selector when an upgrade changes the image, labels and autoscaling', () => {
     const upgraded = findOne(
       template(['--set', 'image.tag=2.0.0', '--set', 'commonLabels.team=shop', '--set', 'podLabels.tier=api', '--set', 'autoscaling.enabled=true']),
@@ -403,6 +420,14 @@ describe('guards that refuse unsafe values', () => {
       'podDisruptionBudget.minAvailable=2',
     ];
     expect(templateFails(hpa)).toMatch(/minAvailable/);
+  });
+
+  it('refuses a fault the service would refuse at start', () => {
+    expect(templateFails(['--set', 'faults.errorRatio=1.5'])).toMatch(/faults\/errorRatio/);
+    expect(templateFails(['--set', 'faults.errorRatio=5%'])).toMatch(/faults\/errorRatio/);
+    expect(templateFails(['--set', 'faults.delaySeconds=300'])).toMatch(/faults\/delaySeconds/);
+    expect(templateFails(['--set', 'faults.delaySeconds=300ms'])).toMatch(/faults\/delaySeconds/);
+    expect(templateFails(['--set', 'faults.delay=1'])).toMatch(/additional properties 'delay' not allowed/);
   });
 
   it('refuses an HTTPRoute without a Gateway', () => {

@@ -68,6 +68,8 @@ describe('local stack (deploy/compose.yaml)', () => {
     expect(existsSync(join(ROOT, app?.build?.dockerfile ?? 'missing'))).toBe(true);
     expect(app?.environment?.OTEL_EXPORTER_OTLP_ENDPOINT).toBe('http://otel-collector:4318');
     expect(app?.environment?.OTEL_SERVICE_NAME).toBe('product-service');
+    // Game-day faults come from the caller's shell; unset, they are empty, which the service reads as none.
+    expect([app?.environment?.FAULT_ERROR_RATIO, app?.environment?.FAULT_DELAY]).toEqual(['', '']);
   });
 
   it("mounts only files of deploy/ and the chart's dashboards, that exist and parse", () => {

@@ -119,13 +119,34 @@ describe('Grafana dashboard', () => {
 
   it('marks deploys and firing alerts of the selected job and namespace', () => {
     const annotations = (dashboard as Dashboard & { annotations: { list: Array<{ name: string; expr?: string; datasource: unknown }> } }).annotations.list;
-    expect(annotations.map((annotation) => annotation.name)).toEqual(['Annotations & Alerts', 'Deploys', 'Alerts firing']);
+    expect(annotations.map((annotation) => annotation.name)).toEqual(['Annotations & Alerts', 'Deploys', 'Alerts firing', 'Faults injected']);
     for (const annotation of annotations.slice(1)) {
       expect(annotation.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
       checkQuery(annotation.expr ?? '', JOB_NAMESPACE);
     }
     expect(annotations[1]?.expr).toMatch(/^count by \(version, revision\) \(product_service_build_info\{.*\}\) unless .* offset 5m\)$/);
     expect(annotations[2]?.expr).toContain('ALERTS{alertstate="firing", job=~"$job", namespace=~"$namespace"}');
+    for (const metric of ['product_service_fault_error_ratio', 'product_service_fault_delay_seconds']) {
+      expect(annotations[3]?.expr).toContain(`${metric}{job=~"$job", namespace=~"$namespace"} > 0`);
+    }
+  });
+
+  it('shows the game-day faults first, red while any is set', () => {
+    const overview = dashboard.panels.slice(
+      1,
+      dashboard.panels.findIndex((panel, i) => i > 0 && panel.type === 'row'),
+    );
+    const faults = overview[0] as Panel & {
+      gridPos: { x: number; y: number };
+      fieldConfig: { defaults: { thresholds: { steps: Array<{ color: string; value: number | null }> } } };
+    };
+    expect(faults.title).toMatch(/^Faults injected/);
+    expect(faults.gridPos).toMatchObject({ x: 0, y: 1 });
+    expect(faults.targets?.map((target) => target.expr)).toEqual([
+      `max(product_service_fault_error_ratio{${SERVICE}})`,
+      `max(product_service_fault_delay_seconds{${SERVICE}})`,
+    ]);
+    expect(faults.fieldConfig.defaults.thresholds.steps.map((step) => step.color)).toEqual(['green', 'red']);
   });
 
   it('shows exemplars on the latency panels and links them to the trace panel on the tracing variable', () => {

@@ -7,19 +7,8 @@ import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { MAIN } from '../support/paths';
 import { startService, VERSION, type ServiceProcess } from '../support/service-process';
-import {
-  PROMETHEUS_INSTALL,
-  interpolate,
-  loadDashboard,
-  parseRules,
-  promTargets,
-  renderRules,
-  requireTool,
-  run,
-  startPrometheus,
-  type Dashboard,
-  type RunningPrometheus,
-} from './tools';
+import { PROMETHEUS_WAIT, startPrometheus, type Prometheus, type PromResponse, type RuleState, type Sample } from './prometheus';
+import { PROMETHEUS_INSTALL, interpolate, loadDashboard, parseRules, promTargets, renderRules, requireTool, run, type Dashboard } from './tools';
 
 // The whole observability path on real parts: the built service (started as in production,
 // `node dist/main.js`) exports spans to an OTLP/HTTP receiver standing in for the collector
@@ -32,32 +21,10 @@ const JOB = 'product-service';
 const NAMESPACE = 'test';
 const POD = 'product-service-0';
 
-interface PromResponse<T> {
-  status: 'success' | 'error';
-  data: T;
-  error?: string;
-}
-interface Sample {
-  metric: Record<string, string>;
-  value: [number, string];
-}
-interface RuleState {
-  name: string;
-  type: 'alerting' | 'recording';
-  health: string;
-  lastError?: string;
-  state?: string;
-  lastEvaluation: string;
-  alerts?: Array<{ labels: Record<string, string>; state: string }>;
-}
-
-/** How long and how often the test asks Prometheus for a state it reaches by itself (scrapes and rule evaluations every 1 s). */
-const PROMETHEUS_WAIT = { timeout: 20_000, interval: 250 } as const;
-
 describe('dashboard and rules against a real Prometheus scraping the running service', () => {
   let dir = '';
   let service: ServiceProcess | undefined;
-  let prometheus: RunningPrometheus | undefined;
+  let prometheus: Prometheus | undefined;
   let receiver: OtlpReceiver | undefined;
   let promUrl = '';
   let rulesFile = '';
@@ -65,10 +32,10 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   const ids: number[] = [];
   const statuses = new Map<number, number>();
 
-  async function api<T>(path: string, params: Record<string, string> = {}): Promise<PromResponse<T>> {
-    const response = await fetch(`${promUrl}${path}?${new URLSearchParams(params).toString()}`);
-    return (await response.json()) as PromResponse<T>;
-  }
+  const api = <T>(path: string, params: Record<string, string> = {}): Promise<PromResponse<T>> => {
+    if (prometheus === undefined) throw new Error('Prometheus did not start');
+    return prometheus.api<T>(path, params);
+  };
   const query = (expr: string) => api<{ resultType: string; result: Sample[] }>('/api/v1/query', { query: expr });
 
   beforeAll(async () => {
@@ -89,7 +56,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     prometheus = await startPrometheus(
       dir,
       {
-        global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
         rule_files: [rulesFile],
         scrape_configs: [{ job_name: JOB, static_configs: [{ targets: [`127.0.0.1:${service.metricsPort}`], labels: { namespace: NAMESPACE, pod: POD } }] }],
       },
@@ -98,8 +64,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     promUrl = prometheus.url;
     await vi.waitFor(
       async () => {
-        const exited = prometheus?.exited();
-        if (exited !== undefined) throw new Error(`prometheus exited: ${exited}`);
         const up = await query(`up{job="${JOB}"}`);
         expect(up.data.result[0]?.value[1], 'up').toBe('1');
       },
@@ -221,6 +185,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     }
     expect(results.get('Deploys')?.map((sample) => sample.metric.version)).toEqual([VERSION]);
     expect(results.get('Alerts firing')).toEqual([]);
+    expect(results.get('Faults injected')).toEqual([]);
   });
 
   it('the latency panels have exemplars whose trace ids reach the trace backend and the logs', async () => {

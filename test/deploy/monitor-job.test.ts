@@ -15,7 +15,7 @@ import { stringify } from 'yaml';
 import type { IRelabelConfig } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/RelabelConfig';
 import { findOne, must, ofKind, template } from '../chart/helm';
 import { startService, type ServiceProcess } from '../support/service-process';
-import { startPrometheus, type RunningPrometheus } from './tools';
+import { PROMETHEUS_WAIT, startPrometheus, type Prometheus, type Sample } from './prometheus';
 
 const RELEASE = 'products';
 const NAMESPACE = 'shop';
@@ -54,12 +54,11 @@ const fromMeta = (meta: string, label: string) => ({ source_labels: [meta], targ
 
 let dir = '';
 let service: ServiceProcess | undefined;
-let prometheus: RunningPrometheus | undefined;
+let prometheus: Prometheus | undefined;
 let recordedRule = '';
 
-async function query(expr: string): Promise<Array<{ metric: Record<string, string>; value: [number, string] }>> {
-  const response = await fetch(`${must(prometheus, 'Prometheus').url}/api/v1/query?${new URLSearchParams({ query: expr }).toString()}`);
-  const body = (await response.json()) as { status: string; data: { result: Array<{ metric: Record<string, string>; value: [number, string] }> } };
+async function query(expr: string): Promise<Sample[]> {
+  const body = await must(prometheus, 'Prometheus').query(expr);
   if (body.status !== 'success') throw new Error(`query ${expr}: ${JSON.stringify(body)}`);
   return body.data.result;
 }
@@ -113,7 +112,6 @@ beforeAll(async () => {
 
   service = await startService();
   prometheus = await startPrometheus(dir, {
-    global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
     rule_files: [rulesFile],
     scrape_configs: Object.entries(targets).map(([jobName, target]) => ({
       job_name: jobName,
@@ -128,14 +126,9 @@ beforeAll(async () => {
       ],
     })),
   });
-  await vi.waitFor(
-    async () => {
-      const exited = prometheus?.exited();
-      if (exited !== undefined) throw new Error(`prometheus exited: ${exited}`);
-      expect((await query('up == 1')).length).toBe(3);
-    },
-    { timeout: 20_000, interval: 250 },
-  );
+  await vi.waitFor(async () => {
+    expect((await query('up == 1')).length, prometheus?.log()).toBe(3);
+  }, PROMETHEUS_WAIT);
 }, 60_000);
 
 afterAll(async () => {

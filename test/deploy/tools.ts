@@ -1,10 +1,8 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { once } from 'node:events';
-import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse, stringify } from 'yaml';
+import { parse } from 'yaml';
 import { ROOT } from '../support/paths';
-import { freePort } from '../support/service-process';
 
 /** The compose stack's rule file, rendered from the chart (scripts/render-rules.mjs), and the values it is rendered with. */
 export const DEPLOY_RULES = join(ROOT, 'deploy', 'prometheus', 'rules', 'product-service.yaml');
@@ -54,46 +52,6 @@ export function requireTool(name: string, install: string): string {
 }
 
 export const PROMETHEUS_INSTALL = 'sh scripts/ci/install-prometheus.sh (as root)';
-
-export interface RunningPrometheus {
-  /** Its HTTP API, http://127.0.0.1:<port>. */
-  url: string;
-  /** Its log so far, when it has exited (else undefined). */
-  exited(): string | undefined;
-  stop(): Promise<void>;
-}
-
-/**
- * Starts a real Prometheus on a free loopback port, with `config` (checked by promtool first) and its
- * data and log in `dir`.
- */
-export async function startPrometheus(dir: string, config: object, flags: readonly string[] = []): Promise<RunningPrometheus> {
-  const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
-  const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
-  const configFile = join(dir, 'prometheus.yml');
-  writeFileSync(configFile, stringify(config));
-  const check = run(promtool, ['check', 'config', configFile]);
-  if (check.status !== 0) throw new Error(`promtool check config: ${check.stdout}${check.stderr}`);
-  const port = await freePort();
-  const logFile = join(dir, 'prometheus.log');
-  const log = createWriteStream(logFile);
-  const child = spawn(
-    prometheusBin,
-    [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn', ...flags],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  child.stdout.pipe(log);
-  child.stderr.pipe(log);
-  return {
-    url: `http://127.0.0.1:${port}`,
-    exited: () => (child.exitCode === null ? undefined : readFileSync(logFile, 'utf8')),
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      await once(child, 'exit');
-    },
-  };
-}
 
 export interface RunResult {
   status: number | null;

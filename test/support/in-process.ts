@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
-import { parseConfig } from '../../src/config';
+import { parseConfig, type Faults } from '../../src/config';
 import type { ServerOptions } from '../../src/http/server';
 import { createLogger, type Logger } from '../../src/observability/logger';
 import { createMetrics, type Metrics } from '../../src/observability/metrics';
@@ -25,6 +25,8 @@ export interface InProcessService {
 export interface InProcessOverrides {
   bodyLimit?: number;
   issueProductId?: ServiceDependencies['issueProductId'];
+  /** Faults injected into POST /product, as FAULT_ERROR_RATIO and FAULT_DELAY set them. */
+  faults?: Faults;
 }
 
 /**
@@ -42,9 +44,10 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
   });
   const config = parseConfig({ HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0' });
   const logger = createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination });
-  const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test' }, processMetrics: false });
+  const faults = overrides.faults ?? config;
+  const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test' }, processMetrics: false, faults });
   const service = createService({
-    config: { ...config, bodyLimit: overrides.bodyLimit ?? config.bodyLimit },
+    config: { ...config, ...overrides.faults, bodyLimit: overrides.bodyLimit ?? config.bodyLimit },
     logger,
     metrics,
     issueProductId: overrides.issueProductId,

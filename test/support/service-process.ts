@@ -97,12 +97,16 @@ export function exitWithin(exited: Promise<number | string>, timeoutMs: number):
   return Promise.race([exited, sleep(timeoutMs, 'still running')]);
 }
 
-/** Starts the service with spawnMain on free ports (unless `env` names them) and resolves once /health answers. */
-export async function startService(env: Record<string, string> = {}): Promise<ServiceProcess> {
+/**
+ * Starts the service with spawnMain on free ports (unless `env` names them) and resolves once /health
+ * answers. Given a file descriptor for stdout (e.g. /dev/null under heavy load), the test reads no
+ * log lines.
+ */
+export async function startService(env: Record<string, string> = {}, stdoutFd?: number): Promise<ServiceProcess> {
   const [apiFree, metricsFree] = await freePorts(2);
   const port = env.PORT !== undefined ? Number(env.PORT) : (apiFree as number);
   const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : (metricsFree as number);
-  const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env });
+  const child = spawnMain({ PORT: String(port), METRICS_PORT: String(metricsPort), ...env }, stdoutFd ?? 'pipe');
   const lines: LogLine[] = [];
   let stdout = '';
   let stderr = '';
@@ -151,8 +155,8 @@ export async function startService(env: Record<string, string> = {}): Promise<Se
   try {
     await waitUntilHealthy(service.baseUrl, child, () => stderr);
   } catch (error) {
-    // The caller never gets the handle to stop it: a process still starting would outlive the test run.
-    child.kill('SIGKILL');
+    // Not healthy in time: the caller gets no handle to stop it, so it is stopped here.
+    await service.stop('SIGKILL');
     throw error;
   }
   return service;

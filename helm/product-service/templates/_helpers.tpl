@@ -294,6 +294,15 @@ SIGURG
 - name: OTEL_PROPAGATORS
   value: {{ . | quote }}
 {{- end }}
+{{- /* Game-day faults: rendered only when set (null is unset; 0 is a valid "none"). */}}
+{{- if not (kindIs "invalid" .Values.faults.errorRatio) }}
+- name: FAULT_ERROR_RATIO
+  value: {{ .Values.faults.errorRatio | toString | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.faults.delaySeconds) }}
+- name: FAULT_DELAY
+  value: {{ .Values.faults.delaySeconds | toString | quote }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -1,0 +1,103 @@
+// A real Prometheus for the deploy tests (installed by scripts/ci/install-prometheus.sh), started on a
+// free loopback port with the configuration a test writes, and the parts of its HTTP API the tests read.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, vi } from 'vitest';
+import { stringify } from 'yaml';
+import { freePort } from '../support/service-process';
+import { PROMETHEUS_INSTALL, requireTool, run } from './tools';
+
+export interface PromResponse<T> {
+  status: 'success' | 'error';
+  data: T;
+  error?: string;
+}
+export interface Sample {
+  metric: Record<string, string>;
+  value: [number, string];
+}
+export interface RuleState {
+  name: string;
+  type: 'alerting' | 'recording';
+  health: string;
+  lastError?: string;
+  state?: string;
+  lastEvaluation: string;
+  alerts?: Array<{ labels: Record<string, string>; state: string }>;
+}
+export interface ActiveAlert {
+  labels: Record<string, string>;
+  state: 'pending' | 'firing';
+  activeAt: string;
+}
+
+/** How long and how often a test asks Prometheus for a state it reaches by itself (scrapes and rule evaluations every 1 s). */
+export const PROMETHEUS_WAIT = { timeout: 20_000, interval: 250 } as const;
+
+export interface Prometheus {
+  readonly url: string;
+  api<T>(path: string, params?: Record<string, string>): Promise<PromResponse<T>>;
+  query(expr: string): Promise<PromResponse<{ resultType: string; result: Sample[] }>>;
+  /** The alerts pending or firing now. */
+  alerts(): Promise<ActiveAlert[]>;
+  /** What Prometheus logged (warnings and errors), for failure messages. */
+  log(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Writes `config` (a prometheus.yml as an object; scrapes and evaluations every second unless it
+ * says otherwise) into `dir`, checks it with promtool, starts Prometheus on it with its data in
+ * `dir`, and resolves once Prometheus answers queries.
+ */
+export async function startPrometheus(dir: string, config: Record<string, unknown>, flags: string[] = []): Promise<Prometheus> {
+  const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
+  const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
+  const configFile = join(dir, 'prometheus.yml');
+  writeFileSync(configFile, stringify({ global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' }, ...config }));
+  const check = run(promtool, ['check', 'config', configFile]);
+  if (check.status !== 0) throw new Error(`promtool check config: ${check.stdout}${check.stderr}`);
+
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const logFile = join(dir, 'prometheus.log');
+  const log = createWriteStream(logFile);
+  // The copy of Prometheus' log is for failure messages only: a full disk must not fail the test run.
+  log.on('error', () => undefined);
+  const child: ChildProcess = spawn(
+    prometheusBin,
+    [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn', ...flags],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  child.stdout?.pipe(log);
+  child.stderr?.pipe(log);
+  const readLog = (): string => readFileSync(logFile, 'utf8');
+
+  async function api<T>(path: string, params: Record<string, string> = {}): Promise<PromResponse<T>> {
+    const response = await fetch(`${url}${path}?${new URLSearchParams(params).toString()}`);
+    return (await response.json()) as PromResponse<T>;
+  }
+  const prometheus: Prometheus = {
+    url,
+    api,
+    query: (expr) => api('/api/v1/query', { query: expr }),
+    alerts: async () => (await api<{ alerts: ActiveAlert[] }>('/api/v1/alerts')).data.alerts,
+    log: readLog,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        await once(child, 'exit');
+      }
+    },
+  };
+  await vi.waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`prometheus exited: ${readLog()}`);
+      expect((await prometheus.query('vector(1)')).status).toBe('success');
+    },
+    { ...PROMETHEUS_WAIT, message: 'timed out waiting for Prometheus to answer' },
+  );
+  return prometheus;
+}
