@@ -375,7 +375,7 @@ describe('chart defaults', () => {
     expect(envValue(fromJson, 'FAULT_DELAY')).toBe('0');
     // extraEnv naming the same variable replaces it, once.
     const replaced = mainContainer(
-      findOne(template(['--set', 'faults.delaySeconds=1', '--set', 'extraEnv[0].name=FAULT_DELAY', '--set', 'extraEnv[0].value=0']), 'Deployment'),
+      findOne(template(['--set', 'faults.delaySeconds=1', '--set', 'extraEnv[0].name=FAULT_DELAY', '--set-string', 'extraEnv[0].value=0']), 'Deployment'),
     );
     expect(envNames(replaced).filter((name) => name === 'FAULT_DELAY')).toHaveLength(1);
     expect(envValue(replaced, 'FAULT_DELAY')).toBe('0');
