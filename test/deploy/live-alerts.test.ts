@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { stringify } from 'yaml';
-import { readBlock, writeBlock } from '../../bench/readme-block.mjs';
+import { readBlock, writeBlock } from '../../bench/markdown-block.mjs';
 import { sampleValue, scrape } from '../support/exposition';
 import { startWithFifoStdout, type FifoService } from '../support/fifo-stdout';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
