@@ -43,8 +43,9 @@ export function measureClosed(name, config, sink, opts) {
     const cpuAfter = cpuSplit(server.pid);
     const userUs = cpuAfter.user - cpuBefore.user;
     const sysUs = cpuAfter.sys - cpuBefore.sys;
-    // Spans finished in the window are exported up to the batch delay later: give the batch
-    // processor its default 5 s schedule. A smoke run only needs to see some spans arrive.
+    // Spans finished in the window are exported up to the batch delay later: 5.5 s covers the
+    // SDK's own 5 s delay (the service's is 1 s), so that an A/B run against it counts every span.
+    // A smoke run only needs to see some spans arrive.
     let sinkAfter = await sink.stats();
     if (config.traced) {
       const deadline = performance.now() + 5500;
@@ -81,13 +82,15 @@ export function measureClosed(name, config, sink, opts) {
 }
 
 /**
- * Fixed-rate (open loop) window at `rate` req/s: latency measured from the intended send times.
- * @param {{warmup: number, duration: number, connections: number}} opts
+ * Fixed-rate (open loop) window at `rate` req/s: latency measured from the intended send times,
+ * after the closed-loop warm-up and `rateWarmup` s at the rate itself.
+ * @param {{warmup: number, rateWarmup: number, duration: number, connections: number}} opts
  */
 export function measureRate(name, config, rate, opts) {
   return withServer(name, config, async (server) => {
     await checkResponses(name, server.port);
     if (opts.warmup > 0) await closedLoad(server.port, opts.warmup, opts.connections);
+    if (opts.rateWarmup > 0) await openLoad(server.port, opts.rateWarmup, Math.round(rate));
     const cpuBefore = cpuMicros(server.pid);
     const r = await openLoad(server.port, opts.duration, Math.round(rate));
     const cpuAfter = cpuMicros(server.pid);

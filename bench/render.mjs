@@ -65,7 +65,7 @@ function closedTable({ meta, summary }) {
 
 function rateTable({ meta, rate }) {
   const lines = [
-    `Fixed rate (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time), at ${meta.options.rate ? `${meta.options.rate} req/s` : "half of each configuration's median closed-loop throughput"}; medians over the rounds:`,
+    `Fixed rate (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time), at ${meta.options.rate ? `${meta.options.rate} req/s` : "half of each configuration's median closed-loop throughput"}${meta.options.rateWarmup ? `, measured after ${meta.options.rateWarmup} s at that rate` : ''}; medians over the rounds:`,
     '',
     ...header(['configuration', 'target req/s', 'achieved req/s', 'p50 ms', 'p99 ms', 'p99 ms, best round', 'p99.9 ms', 'max ms', 'CPU µs/request', 'errors']),
   ];

@@ -3,7 +3,8 @@
 //   sh scripts/node.sh bench/run.mjs [--rounds 5] [--duration 10] [--warmup 3] [--connections 50]
 //       [--configs plain-http,service-off,service-full,straightforward] [--rate-mode] [--rate N]
 //       [--soak SECONDS [--soak-configs service-full]] [--startup N] [--node-args '--flag ...']
-//       [--against DIR] [--smoke] [--out DIR] [--render bench/results/latest.json]
+//       [--against DIR [--against-env 'NAME=value ...']] [--rate-warmup S] [--smoke] [--out DIR]
+//       [--render bench/results/latest.json]
 //
 // This file holds the options and the order of the run; one measurement is in measure.mjs, the
 // medians and goals in summary.mjs, the Markdown in render.mjs. Configurations are interleaved
@@ -47,12 +48,14 @@ const { values: args } = parseArgs({
     'rate-mode': { type: 'boolean' },
     rate: { type: 'string' }, // fixed rate (req/s) instead of half of each config's max
     'rate-rounds': { type: 'string' }, // rounds of the fixed-rate phase (default: --rounds)
+    'rate-warmup': { type: 'string' }, // seconds at the fixed rate before its measured window
     soak: { type: 'string' }, // seconds of sustained load for the RSS growth check
     'soak-configs': { type: 'string' },
     startup: { type: 'string' }, // extra start-up-only samples per configuration
     render: { type: 'string' }, // re-write the Markdown (and docs/performance.md) from an existing result JSON
     'node-args': { type: 'string' }, // extra node flags for the service configurations, e.g. V8 heap sizes
     against: { type: 'string' }, // another build (dist/ + package.json) to run beside this one
+    'against-env': { type: 'string' }, // variables for the @against configurations only, e.g. the old defaults
     smoke: { type: 'boolean' },
     out: { type: 'string' },
     help: { type: 'boolean' },
@@ -63,12 +66,15 @@ if (args.help) {
   const usage = fs
     .readFileSync(new URL(import.meta.url), 'utf8')
     .split('\n')
-    .slice(2, 6);
+    .slice(2, 7);
   console.log(usage.map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 
 const smoke = Boolean(args.smoke);
+if (args['against-env'] && !args.against) throw new Error('--against-env needs --against DIR');
+const badPair = (args['against-env'] ?? '').split(' ').find((pair) => pair !== '' && !/^[A-Z_][A-Z0-9_]*=/.test(pair));
+if (badPair !== undefined) throw new Error(`--against-env takes NAME=value pairs separated by spaces, not ${JSON.stringify(badPair)}`);
 /** The configurations that run the service's build (and so can be compared with --against). */
 const SERVICE_CONFIGS = ['service-off', 'service-full'];
 const configs = (args.configs ?? 'plain-http,service-off,service-full,straightforward').split(',');
@@ -81,10 +87,19 @@ const opts = {
   rateMode: Boolean(args['rate-mode'] || smoke),
   rate: args.rate ? Number(args.rate) : undefined,
   rateRounds: Number(args['rate-rounds'] ?? (args.rounds === '0' ? 3 : (args.rounds ?? (smoke ? 1 : 5)))),
+  // A traced process's first seconds have one-time stalls (lazy compilation, the first exports)
+  // that would otherwise set a short window's p99.
+  rateWarmup: Number(args['rate-warmup'] ?? (smoke ? 0 : 10)),
   soak: args.soak ? Number(args.soak) : 0,
   soakConfigs: (args['soak-configs'] ?? 'service-full').split(','),
   startup: Number(args.startup ?? 0),
   nodeArgs: args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : [],
+  againstEnv: Object.fromEntries(
+    (args['against-env'] ?? '')
+      .split(' ')
+      .filter(Boolean)
+      .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+  ),
   // With --against, each service configuration is followed by the same one of the other build.
   configs: args.against ? configs.flatMap((n) => (SERVICE_CONFIGS.includes(n) ? [n, `${n}${AGAINST}`] : [n])) : configs,
   // Only a full run of this build replaces the committed results; *.tmp is gitignored.
@@ -243,6 +258,7 @@ async function main() {
   try {
     const all = configurations(sink.port, serviceDir, againstDir);
     for (const config of Object.values(all)) if (config.args === SERVICE) config.nodeArgs = opts.nodeArgs;
+    for (const [name, config] of Object.entries(all)) if (name.endsWith(AGAINST)) config.env = { ...config.env, ...opts.againstEnv };
     for (const name of [...opts.configs, ...(opts.soak > 0 ? opts.soakConfigs : [])]) {
       if (!all[name]) throw new Error(`unknown configuration ${name}; known: ${Object.keys(all).join(', ')}`);
     }
@@ -260,7 +276,11 @@ async function main() {
         ratioMethod: 'per round: cpuUsPerRequest(config) / cpuUsPerRequest(plain-http), then median over rounds',
         stdout: 'servers write stdout to /dev/null (a file descriptor opened by the harness, not a pipe)',
         service: serviceDir === ROOT ? undefined : `dist/ and package.json copied to ${path.relative(ROOT, serviceDir)} at the start of the run`,
-        against: againstDir && `the build given to --against${revision ? ` (revision ${revision})` : ''}, copied to ${path.relative(ROOT, againstDir)}`,
+        against:
+          againstDir &&
+          `the build given to --against${revision ? ` (revision ${revision})` : ''}, copied to ${path.relative(ROOT, againstDir)}${
+            args['against-env'] ? `, run with ${args['against-env']}` : ''
+          }`,
       },
       summary: measured.summary,
       goals: [],

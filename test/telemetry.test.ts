@@ -22,7 +22,7 @@ const HTTP_SCOPE = '@opentelemetry/instrumentation-http';
 /** One SDK diagnostic on stderr, as src/observability/diagnostics.ts writes it. */
 const DIAGNOSTIC_LINE = /^opentelemetry (error|warn|info|debug|verbose): \S/;
 const USER_AGENT = 'telemetry-test/1.0';
-/** Batches leave every 200 ms instead of every 5 s, so spans reach the receiver within a test. */
+/** Batches leave every 200 ms instead of every second, so spans reach the receiver within a test. */
 const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '200' } as const;
 
 // ---- requests ----
@@ -637,6 +637,40 @@ describe('configurations that export nothing, or to the default endpoint', () =>
   });
 });
 
+describe("span batches (the service's OTEL_BSP_* defaults)", () => {
+  const REQUESTS = 600;
+
+  it('by default a batch carries at most 128 spans, and a lone span leaves about a second after its request, not five', async () => {
+    const collector = await receiver();
+    const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url });
+
+    const trace = newTraceContext();
+    const sentAt = performance.now();
+    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    await spanOf(collector, trace.traceId);
+    const waitedMs = (collector.requests[0]?.receivedAt ?? Infinity) - sentAt;
+    expect(waitedMs).toBeGreaterThan(500);
+    expect(waitedMs).toBeLessThan(3000);
+
+    expect((await load(svc, REQUESTS)).statuses).toEqual({ 201: REQUESTS });
+    await collector.waitForSpans(() => true, REQUESTS + 1);
+    const sizes = collector.requests.map((request) => request.items);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(128);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(REQUESTS + 1);
+    expect(svc.stderr()).toBe('');
+  });
+
+  it('OTEL_BSP_MAX_EXPORT_BATCH_SIZE=512 and OTEL_BSP_SCHEDULE_DELAY=5000 (the SDK defaults) still apply when set: batches of more than 128 spans', async () => {
+    const collector = await receiver();
+    const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '512', OTEL_BSP_SCHEDULE_DELAY: '5000' });
+
+    expect((await load(svc, REQUESTS)).statuses).toEqual({ 201: REQUESTS });
+    await collector.waitForSpans(() => true, REQUESTS, 15_000);
+    expect(Math.max(...collector.requests.map((request) => request.items))).toBeGreaterThan(128);
+    expect(svc.stderr()).toBe('');
+  });
+});
+
 describe('span pipeline self-metrics', () => {
   const REQUESTS = 200;
   /** Failed exports are counted within a second or two: the exporter gives up after 1 s. */
@@ -695,7 +729,7 @@ describe('span pipeline self-metrics', () => {
     60_000,
   );
 
-  it('a hanging collector with OTEL_BSP_MAX_QUEUE_SIZE=16: requests are not slowed, the spans that do not fit are counted as queue_full, the capacity gauge says 16', async () => {
+  it('a hanging collector with OTEL_BSP_MAX_QUEUE_SIZE=16: requests are not slowed, the spans that do not fit are counted as queue_full, the capacity gauge says 16, no warning about the batch size', async () => {
     const collector = await receiver('hang');
     const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_MAX_QUEUE_SIZE: '16', ...SHORT_TIMEOUT });
 
@@ -709,6 +743,8 @@ describe('span pipeline self-metrics', () => {
     const exposition = await waitForExposition(svc, (e) => expect(sum(byErrorType(e, PROCESSED))).toBe(REQUESTS));
     expect(sampleValue(exposition, PROCESSED, { error_type: 'queue_full' })).toBeGreaterThan(0);
     expect(sampleValue(exposition, PROCESSED)).toBe(0);
+    // The default batch (128) is cut to the queue's size without the SDK's warning about it.
+    expect(svc.stderr()).not.toMatch(/maxExportBatchSize/);
   });
 });
 

@@ -27,7 +27,7 @@ const [, secretName = '', secretKey = '', secretTemplate = ''] =
       .join('\n')
       .replace(/\\\n\s*/g, ''),
   ) ?? [];
-/** Spans leave every 200 ms instead of every 5 s. */
+/** Spans leave every 200 ms instead of every second. */
 const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-credentials-'));

@@ -190,7 +190,7 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
       expect(res.status).toBe(201);
       const productId = ((await res.json()) as { product_id: number }).product_id;
 
-      // The batch span processor sends within OTEL_BSP_SCHEDULE_DELAY (5 s by default).
+      // The batch span processor sends within OTEL_BSP_SCHEDULE_DELAY (1 s, the service's default).
       try {
         await receiver.waitForSpans((s) => s.traceId === traceId, 1, 20_000);
       } catch (err) {

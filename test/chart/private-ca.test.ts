@@ -25,7 +25,7 @@ const recipe = readmeYamlBlock('A collector behind a private CA') as {
   extraVolumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
   extraEnv: Array<{ name: string; value: string }>;
 };
-/** Spans leave every 200 ms instead of every 5 s. */
+/** Spans leave every 200 ms instead of every second. */
 const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };
 
 const pods = new Pods();

@@ -580,6 +580,10 @@ describe('tracing from the image', () => {
         `OTEL_EXPORTER_OTLP_ENDPOINT=http://${HOST_NAME}:${collector.port}`,
         '--env',
         `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol}`,
+        // A batch would otherwise leave a second after the span (the service's default): the
+        // span must reach the collector through the flush at SIGTERM alone.
+        '--env',
+        'OTEL_BSP_SCHEDULE_DELAY=60000',
       ]);
       try {
         await waitForHealth(id, api);
@@ -593,7 +597,7 @@ describe('tracing from the image', () => {
         expect(res.status).toBe(201);
         const productId = ((await res.json()) as { product_id: number }).product_id;
 
-        // The batch processor waits OTEL_BSP_SCHEDULE_DELAY (5 s); shutdown must flush sooner.
+        // The batch processor waits OTEL_BSP_SCHEDULE_DELAY (60 s here); shutdown must flush sooner.
         // Asynchronously: the collector in this process must answer while the container stops.
         const started = performance.now();
         await dockerAsync(['stop', '--time', String(GRACE_SECONDS), id]);

@@ -89,6 +89,10 @@ export interface OtlpReceiver {
 export interface ExportRequest {
   contentType: string;
   headers: IncomingHttpHeaders;
+  /** When it arrived (performance.now(), ms). */
+  receivedAt: number;
+  /** How many spans or log records it carried. */
+  items: number;
 }
 
 /** What each signal's path records and how its two encodings decode. */
@@ -118,9 +122,9 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
         return;
       }
       const contentType = req.headers['content-type'] ?? '';
-      signal.requests.push({ contentType, headers: req.headers });
       const raw = req.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body;
       const decoded = contentType.startsWith('application/json') ? signal.fromJson(raw) : signal.fromProtobuf(raw);
+      signal.requests.push({ contentType, headers: req.headers, receivedAt: performance.now(), items: decoded.length });
       (signal.received as unknown[]).push(...decoded);
       if (receiver.mode === 'hang') return;
       if (receiver.mode === 'error') {
