@@ -14,7 +14,7 @@ import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseMan
 const scratch = mkdtempSync(join(tmpdir(), 'chart-release-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** Files under `dir`, following symlinks (stat, not lstat), as helm reads the chart. */
+/** Files under `dir`, as helm reads the chart (stat, not lstat: a symlink would be read through). */
 function filesUnder(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
@@ -118,7 +118,7 @@ describe('scripts/release/package-chart.mjs', () => {
   const digest = `sha256:${'3c'.repeat(32)}`;
   const image = `ghcr.io/acme-corp/product-service:1.2.3@${digest}`;
   const release = ['--version', '1.2.3', '--app-version', '1.2.3', '--repository', 'https://github.com/Acme-Corp/product-service', '--image-digest', digest];
-  /** Every file of the source chart, through its symlinks into deploy/: a release must change none of them. */
+  /** Every file of the source chart: a release must change none of them. */
   const source = () => filesUnder(chartDir).map((f) => [f, readFileSync(f, 'utf8')]);
   const before = source();
   const run = node('scripts/release/package-chart.mjs', [...release, '--destination', join(scratch, 'dist'), '--helm', helmBin]);
@@ -130,7 +130,7 @@ describe('scripts/release/package-chart.mjs', () => {
   copyFileSync(packaged, join(stranger, basename(packaged)));
   const inStranger = (args: string[]) => helm(args, stranger);
 
-  it('writes product-service-1.2.3.tgz and leaves the source chart (and the deploy/ files it links to) as they were', () => {
+  it('writes product-service-1.2.3.tgz and leaves the source chart as it was', () => {
     expect(basename(packaged)).toBe('product-service-1.2.3.tgz');
     expect(source()).toEqual(before);
   });
