@@ -24,7 +24,7 @@ import { stringify } from 'yaml';
 import { readBlock, writeBlock } from '../../bench/markdown-block.mjs';
 import { sampleValue, scrape } from '../support/exposition';
 import { startWithFifoStdout, type FifoService } from '../support/fifo-stdout';
-import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
+import { startOtlpReceiver, type OtlpReceiver, type ReceiverMode } from '../support/otlp-receiver';
 import { MAIN, ROOT } from '../support/paths';
 import { startService, type ServiceProcess } from '../support/service-process';
 import { startKubeStateMetrics, type KubeStateMetrics } from './kube-state-metrics';
@@ -335,6 +335,12 @@ describe('every alert the chart renders, fired by the real service', () => {
         `${alert} fires in ${this.name}`,
       );
       return (at - since) / 1000;
+    }
+
+    /** Makes the namespace's collector answer every export as `mode` says; returns the moment. */
+    answering(mode: ReceiverMode): number {
+      (this.collector as OtlpReceiver).mode = mode;
+      return Date.now();
     }
 
     /** Waits until `alert` is neither pending nor firing in this namespace; resolves with the seconds since `since`. */
@@ -731,13 +737,8 @@ describe('every alert the chart renders, fired by the real service', () => {
     'ProductServiceTelemetryExportFailing: the collector answers 503',
     async () => {
       const space = ns.exportfail;
-      const collector = space.collector as OtlpReceiver;
-      const t0 = Date.now();
-      collector.mode = 'error';
-      const fired = await space.fired('ProductServiceTelemetryExportFailing', t0);
-      const t1 = Date.now();
-      collector.mode = 'ok';
-      const resolved = await space.resolved('ProductServiceTelemetryExportFailing', t1);
+      const fired = await space.fired('ProductServiceTelemetryExportFailing', space.answering('error'));
+      const resolved = await space.resolved('ProductServiceTelemetryExportFailing', space.answering('ok'));
       rows.push({
         alert: 'ProductServiceTelemetryExportFailing',
         did: 'OTLP receiver answers 503 to every export, under 5 POST /product a second',
@@ -754,18 +755,14 @@ describe('every alert the chart renders, fired by the real service', () => {
     'ProductServiceSpansDropped: the collector hangs while traffic fills the export queue',
     async () => {
       const space = ns.spansdrop;
-      const collector = space.collector as OtlpReceiver;
       // It takes its turn with the floods: 400 requests a second on a core they starve read as a
       // saturated event loop, a second alert in this namespace.
       await oneHeavyAtATime(async () => {
-        const t0 = Date.now();
-        collector.mode = 'hang';
+        const t0 = space.answering('hang');
         const requests = load(space.serving, 8, 400);
         try {
           const fired = await space.fired('ProductServiceSpansDropped', t0);
-          const t1 = Date.now();
-          collector.mode = 'ok';
-          const resolved = await space.resolved('ProductServiceSpansDropped', t1);
+          const resolved = await space.resolved('ProductServiceSpansDropped', space.answering('ok'));
           rows.push({
             alert: 'ProductServiceSpansDropped',
             did: 'OTLP receiver never answers, under 400 POST /product a second',
