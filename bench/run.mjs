@@ -73,8 +73,20 @@ if (args.help) {
 
 const smoke = Boolean(args.smoke);
 if (args['against-env'] && !args.against) throw new Error('--against-env needs --against DIR');
-const badPair = (args['against-env'] ?? '').split(' ').find((pair) => pair !== '' && !/^[A-Z_][A-Z0-9_]*=/.test(pair));
-if (badPair !== undefined) throw new Error(`--against-env takes NAME=value pairs separated by spaces, not ${JSON.stringify(badPair)}`);
+
+/** --against-env's `NAME=value NAME=value` as variables; anything else is refused. */
+function envPairs(text = '') {
+  return Object.fromEntries(
+    text
+      .split(' ')
+      .filter(Boolean)
+      .map((pair) => {
+        const match = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(pair);
+        if (!match) throw new Error(`--against-env takes NAME=value pairs separated by spaces, not ${JSON.stringify(pair)}`);
+        return [match[1], match[2]];
+      }),
+  );
+}
 /** The configurations that run the service's build (and so can be compared with --against). */
 const SERVICE_CONFIGS = ['service-off', 'service-full'];
 const configs = (args.configs ?? 'plain-http,service-off,service-full,straightforward').split(',');
@@ -94,12 +106,7 @@ const opts = {
   soakConfigs: (args['soak-configs'] ?? 'service-full').split(','),
   startup: Number(args.startup ?? 0),
   nodeArgs: args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : [],
-  againstEnv: Object.fromEntries(
-    (args['against-env'] ?? '')
-      .split(' ')
-      .filter(Boolean)
-      .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
-  ),
+  againstEnv: envPairs(args['against-env']),
   // With --against, each service configuration is followed by the same one of the other build.
   configs: args.against ? configs.flatMap((n) => (SERVICE_CONFIGS.includes(n) ? [n, `${n}${AGAINST}`] : [n])) : configs,
   // Only a full run of this build replaces the committed results; *.tmp is gitignored.
