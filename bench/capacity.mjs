@@ -676,7 +676,6 @@ function summarise(ramps, chart) {
       p99Ms: median(atCapacity.map((s) => s.p99Ms)),
       quotaUtilisation: median(atCapacity.map((s) => s.quotaUtilisation)),
       memoryPeakMb: max(passing.map((s) => s.workingSetPeakMb)),
-      memoryPeakAnyMb: max(rs.flatMap((r) => r.steps.map((s) => s.workingSetPeakMb))),
       spansDroppedAtCapacity: atCapacity.reduce((n, s) => n + (s.spansDropped ?? 0), 0),
       spansDroppedBeyond: rs.reduce((n, r) => n + r.steps.filter((s) => !s.pass).reduce((m, s) => m + (s.spansDropped ?? 0), 0), 0),
       idleMillicores: median(rs.map((r) => r.idle?.millicores)),
@@ -861,7 +860,6 @@ async function main() {
   const sink = await startSink();
   sinkRunning = sink;
   const ramps = [];
-  let flags = [];
   try {
     // Settings interleaved over the ramps (A B A B ...): this machine is shared, a slow minute
     // should not fall on one setting only.
@@ -870,7 +868,6 @@ async function main() {
         try {
           const ramp = await runRamp(chart, setting, sink, i);
           ramps.push(ramp);
-          flags = dockerFlags(chart, '<CPUs>');
           if (ramp.exit.code !== 0) note(`${setting.label} ramp ${i}: exit ${ramp.exit.code}${ramp.exit.oomKilled ? ' (OOM-killed)' : ''} after docker stop`);
           if (!(ramp.spansPerRequest > 0)) note(`${setting.label} ramp ${i}: no span reached the OTLP sink`);
           if (ramp.capacity === 0) note(`${setting.label} ramp ${i}: no step passed`);
@@ -902,7 +899,7 @@ async function main() {
           },
           env: Object.fromEntries(env),
           envLeftOut: leftOut,
-          dockerRun: ['run', '-d', ...flags, '--env', 'NAME=VALUE...', opts.image].join(' '),
+          dockerRun: ['run', '-d', ...dockerFlags(chart, '<CPUs>'), '--env', 'NAME=VALUE...', opts.image].join(' '),
           search: {
             startRatePerCpu: START_RATE_PER_CPU,
             growth: GROWTH,
