@@ -13,7 +13,9 @@
 // Ctrl-C stops the watcher, which stops the service with one SIGTERM; a second Ctrl-C makes the
 // service exit at once (its second-signal rule). The watcher runs in its own process group so
 // that the terminal's Ctrl-C reaches the service only through it, once; npm forwards the same
-// Ctrl-C to this script a second time, so signals within a moment of the first are one.
+// Ctrl-C to this script a second time, so signals within a moment of the first are one. npm
+// forwards SIGINT and SIGTERM to this script (package.json's `exec`); when npm ends without
+// forwarding anything (SIGHUP, SIGKILL), this script notices its parent is gone and stops too.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -90,6 +92,12 @@ const stop = (signal) => {
   if (watcher.exitCode === null) watcher.kill(signal === 'SIGINT' ? 'SIGINT' : 'SIGTERM');
 };
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => stop(signal));
+const parent = process.ppid;
+const parentWatch = setInterval(() => {
+  if (process.ppid === parent) return;
+  clearInterval(parentWatch);
+  stop('SIGTERM');
+}, 500).unref();
 // However this script ends, the watcher and the service (its process group) do not outlive it.
 process.on('exit', () => {
   if (watcher.exitCode === null && watcher.signalCode === null) process.kill(-watcher.pid, 'SIGKILL');

