@@ -23,7 +23,7 @@ export interface ServiceDependencies {
   config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'traceQueryParams' | 'trustedProxies' | 'faultErrorRatio' | 'faultDelayMs'>;
   logger: Logger;
   metrics: Metrics;
-  /** Draws product ids; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
+  /** Draws product ids; randomProductId (routes.ts) by default. Tests replace it to provoke failures. */
   issueProductId?: RouteDependencies['issueProductId'];
   /** Both servers' limits; production's unless given (tests shorten them). */
   serverOptions?: ServerOptions;

@@ -5,6 +5,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startInProcess, type InProcessService } from './support/in-process';
 import { parseResponse, rawExchange } from './support/raw-http';
+import { PRODUCT_ID_MAX as MAX_ID } from '../src/http/routes';
 
 let service: InProcessService;
 beforeAll(async () => {
@@ -13,8 +14,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await service.close();
 });
-
-const MAX_ID = 2147483646;
 
 function expectProductAnswer(response: request.Response): void {
   expect(response.status).toBe(201);

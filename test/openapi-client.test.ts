@@ -8,6 +8,7 @@ import createClient from 'openapi-fetch';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
 import { startInProcess, type InProcessService } from './support/in-process';
 import type { paths } from './support/openapi-types';
+import { PRODUCT_ID_MAX } from '../src/http/routes';
 
 let service: InProcessService;
 let client: ReturnType<typeof createClient<paths>>;
@@ -26,7 +27,7 @@ describe('a client generated from openapi.yaml', () => {
     expect(error).toBeUndefined();
     expect(response.status).toBe(201);
     expect(data?.product_id).toBeGreaterThanOrEqual(1);
-    expect(data?.product_id).toBeLessThanOrEqual(2147483646);
+    expect(data?.product_id).toBeLessThanOrEqual(PRODUCT_ID_MAX);
   });
 
   it('reads a problem as the typed error', async () => {

@@ -6,9 +6,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from './support/paths';
+import { PRODUCT_ID_MAX, PRODUCT_ID_MIN } from '../src/http/routes';
 
-/** How many values randomProductId draws from: [1, 2147483646]. */
-const ID_VALUES = 2147483646;
+/** How many values randomProductId draws from. */
+const ID_VALUES = PRODUCT_ID_MAX - PRODUCT_ID_MIN + 1;
 
 /** The exact chance that `n` independent uniform draws from `values` values hold at least one repeat. */
 function chanceOfRepeat(n: number, values = ID_VALUES): number {

@@ -2,10 +2,8 @@
 
 import { Agent, request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomProductId } from '../src/http/routes';
+import { PRODUCT_ID_MAX as MAX_ID, randomProductId } from '../src/http/routes';
 import { startInProcess, type InProcessService } from './support/in-process';
-
-const MAX_ID = 2147483646;
 
 /** POSTs over keep-alive connections, `concurrency` at a time, and returns the ids answered. */
 async function drawIds(port: number, count: number, concurrency = 8): Promise<number[]> {

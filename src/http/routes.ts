@@ -11,7 +11,7 @@ export interface RouteDependencies {
   bodyLimit: number;
   /** Called once per id issued (counts product_ids_issued_total). */
   onProductIdIssued: () => void;
-  /** Draws a product id; [1, 2147483646] (the API's range) by default. Tests replace it to provoke failures. */
+  /** Draws a product id; randomProductId by default. Tests replace it to provoke failures. */
   issueProductId?: () => number;
   /** Faults injected into POST /product (FAULT_ERROR_RATIO, FAULT_DELAY); none by default. */
   faults?: Faults;
@@ -22,8 +22,12 @@ const HEALTH = '/health';
 /** Routes only probes call (the kubelet's): their requests get no span, and their log lines are at debug. */
 export const PROBE_ROUTES: ReadonlySet<string> = new Set([HEALTH]);
 
-/** Uniform over [1, 2147483646] from the CSPRNG: randomInt's upper bound is exclusive. */
-export const randomProductId = (): number => randomInt(1, 2147483647);
+/** The API's product id range, inclusive: openapi.yaml, the docs, the tests and the benchmark are checked against it. */
+export const PRODUCT_ID_MIN = 1;
+export const PRODUCT_ID_MAX = 2_147_483_646;
+
+/** Uniform over [PRODUCT_ID_MIN, PRODUCT_ID_MAX] from the CSPRNG: randomInt's upper bound is exclusive. */
+export const randomProductId = (): number => randomInt(PRODUCT_ID_MIN, PRODUCT_ID_MAX + 1);
 
 export function createRouter(deps: RouteDependencies): Router {
   const issueProductId = deps.issueProductId ?? randomProductId;

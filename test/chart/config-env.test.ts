@@ -1,0 +1,54 @@
+// Runs: parseConfig from src, and the real helm over the chart.
+//
+// Every variable src/config.ts reads reaches operators: the chart's Deployment sets it (under one of
+// the value sets), or the chart README names it, in backquotes, on a line that says how to set it
+// (extraEnv). The variables are those parseConfig reads, recorded as it reads them: no list here.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config';
+import { chartDir, envNames, findOne, mainContainer, template, valueSets } from './helm';
+
+/** The variable names parseConfig reads from an empty environment (every default taken). */
+function variablesConfigReads(): string[] {
+  const read = new Set<string>();
+  parseConfig(
+    new Proxy<Record<string, string | undefined>>(
+      {},
+      {
+        get: (_target, name) => {
+          if (typeof name === 'string') read.add(name);
+          return undefined;
+        },
+      },
+    ),
+  );
+  return [...read];
+}
+
+/** The values whose variables the chart renders only when they are set (the value sets leave them unset). */
+const OPTIONAL_VALUES = [
+  '--set',
+  'traceQueryParams={page}',
+  '--set',
+  'trustedProxies={10.0.0.0/8}',
+  '--set',
+  'faults.errorRatio=0',
+  '--set',
+  'faults.delaySeconds=0',
+];
+
+describe('the configuration in the chart', () => {
+  it('sets every variable config.ts reads, or its README says how to set it', () => {
+    const variables = variablesConfigReads();
+    expect(variables).toContain('PORT');
+    const rendered = new Set(
+      [...valueSets.map(({ args }) => args), OPTIONAL_VALUES].flatMap((args) => envNames(mainContainer(findOne(template(args), 'Deployment')))),
+    );
+    const readme = readFileSync(join(chartDir, 'README.md'), 'utf8').split('\n');
+    const missing = variables.filter(
+      (variable) => !rendered.has(variable) && !readme.some((line) => line.includes(`\`${variable}\``) && line.includes('extraEnv')),
+    );
+    expect(missing, 'set by no value set, and not named with extraEnv on a line of helm/product-service/README.md').toEqual([]);
+  });
+});
