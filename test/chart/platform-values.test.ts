@@ -269,6 +269,28 @@ const refused: { what: string; args: string[]; message: RegExp }[] = [
   { what: 'a negative quantity', args: ['--set', 'resources.requests.cpu=-1'], message: /at '\/resources\/requests\/cpu'/ },
   { what: 'a quantity with a unit Kubernetes does not know', args: ['--set', 'resources.requests.cpu=1.5cores'], message: /at '\/resources\/requests\/cpu'/ },
   { what: 'an extended resource without a domain', args: ['--set', 'resources.limits.gpu=1'], message: /invalid propertyName 'gpu'/ },
+  {
+    what: 'an extended resource in fractions',
+    args: ['--set', 'resources.limits.nvidia\\.com/gpu=0.5'],
+    message: /resources.limits.nvidia.com\/gpu is 0.5: an extended resource is counted in whole units/,
+  },
+  {
+    what: 'an extended resource requested without a limit',
+    args: ['--set', 'resources.requests.nvidia\\.com/gpu=1'],
+    message: /resources.requests.nvidia.com\/gpu needs resources.limits.nvidia.com\/gpu as well/,
+  },
+  {
+    what: 'an extended resource requested above its limit',
+    args: ['--set', 'resources.requests.nvidia\\.com/gpu=2', '--set', 'resources.limits.nvidia\\.com/gpu=1'],
+    message: /resources.requests.nvidia.com\/gpu \(2\) must equal resources.limits.nvidia.com\/gpu \(1\)/,
+  },
+  {
+    what: 'huge pages requested without a limit',
+    args: ['--set', 'resources.requests.hugepages-2Mi=64Mi'],
+    message: /resources.requests.hugepages-2Mi needs resources.limits.hugepages-2Mi/,
+  },
+  { what: 'a label value Kubernetes refuses', args: ['--set', 'commonLabels.team=a b'], message: /at '\/commonLabels\/team'/ },
+  { what: 'a label key Kubernetes refuses', args: ['--set', 'podLabels.-team=a'], message: /invalid propertyName '-team'/ },
   { what: 'the latest tag', args: ['--set', 'image.tag=latest'], message: /image.tag must not be "latest": pin a version/ },
   {
     what: 'a grace period shorter than the drain',

@@ -216,16 +216,32 @@ Usage: include "product-service.extraContainers" (list . $containers)
 {{- end }}
 
 {{/*
-Refuses a memory or storage quantity in fractions of a byte (`384m` is 0.384 bytes, not 384 MiB):
-the API server takes it, and the container then cannot start.
+Refuses resources the API server refuses, or takes and the pod then cannot use: memory or storage
+in fractions of a byte (`384m` is 0.384 bytes, not 384 MiB), an extended resource (a name with a
+domain, `nvidia.com/gpu`) that is not a whole number, and an extended resource or huge pages
+requested without the same limit (Kubernetes does not overcommit them).
 Usage: include "product-service.checkResources" (list "resources" .Values.resources)
 */}}
 {{- define "product-service.checkResources" -}}
 {{- $path := index . 0 }}
-{{- range $kind, $quantities := index . 1 | default dict }}
+{{- $resources := index . 1 | default dict }}
+{{- $limits := $resources.limits | default dict }}
+{{- range $kind, $quantities := $resources }}
 {{- range $name, $value := $quantities | default dict }}
-{{- if and (regexMatch "^(memory|ephemeral-storage|hugepages-.+)$" $name) (regexMatch "[0-9.][num]$" (toString $value)) }}
-{{- include "product-service.fail" (printf "%s.%s.%s is %v: the suffix m, u or n means a fraction of a byte (m is milli); write Mi (mebibytes) or M (megabytes), for example %sMi" $path $kind $name $value (regexReplaceAll "[num]$" (toString $value) "")) }}
+{{- $v := toString $value }}
+{{- if and (regexMatch "^(memory|ephemeral-storage|hugepages-.+)$" $name) (regexMatch "[0-9.][num]$" $v) }}
+{{- include "product-service.fail" (printf "%s.%s.%s is %s: the suffix m, u or n means a fraction of a byte (m is milli); write Mi (mebibytes) or M (megabytes), for example %sMi" $path $kind $name $v (regexReplaceAll "[num]$" $v "")) }}
+{{- end }}
+{{- $extended := contains "/" $name }}
+{{- if and $extended (not (regexMatch "^\\+?[0-9]+$" $v)) }}
+{{- include "product-service.fail" (printf "%s.%s.%s is %s: an extended resource is counted in whole units" $path $kind $name $v) }}
+{{- end }}
+{{- if and (eq $kind "requests") (or $extended (hasPrefix "hugepages-" $name)) }}
+{{- if not (hasKey $limits $name) }}
+{{- include "product-service.fail" (printf "%s.requests.%s needs %s.limits.%s as well: Kubernetes does not overcommit extended resources and huge pages" $path $name $path $name) }}
+{{- else if and $extended (ne $v (toString (index $limits $name))) }}
+{{- include "product-service.fail" (printf "%s.requests.%s (%s) must equal %s.limits.%s (%v): Kubernetes does not overcommit extended resources" $path $name $v $path $name (index $limits $name)) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
