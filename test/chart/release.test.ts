@@ -7,7 +7,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { ROOT } from '../support/paths';
 import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests } from './helm';
 
@@ -244,6 +244,30 @@ describe('a released digest is only ever paired with its own version', () => {
     expect(untar.status).toBe(0);
     copyFileSync(oldValues, join(dir, 'product-service/values.yaml'));
     expect(images(join(dir, 'product-service'))).toEqual([`${repository}:1.2.4@${digests['1.2.4']}`, `${repository}:1.2.4@${digests['1.2.4']}`]);
+  });
+
+  it('--reuse-values from a release that stamped its digest in values.yaml: refused, naming the fix, which then runs the newer image', () => {
+    // The values a release of the chart before this one left: the digest in image.digest, none of the newer values.
+    const values = parse(readFileSync(oldValues, 'utf8')) as Record<string, unknown> & { image: Record<string, string> };
+    values.image.digest = digests['1.2.3'];
+    for (const key of ['global', 'deploymentAnnotations', 'revisionHistoryLimit', 'minReadySeconds', 'initContainers', 'extraContainers', 'lifecycleHooks'])
+      delete values[key];
+    const dir = join(scratch, 'reuse-older-values');
+    mkdirSync(dir, { recursive: true });
+    expect(spawnSync('tar', ['-xzf', next, '-C', dir]).status).toBe(0);
+    writeFileSync(join(dir, 'product-service/values.yaml'), stringify(values));
+    const refused = helm(['template', 'products', join(dir, 'product-service')]);
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toContain(
+      `image.digest is set but image.tag is empty: the default tag changes with every chart version, and ${digests['1.2.3']} would run under another version's name`,
+    );
+    expect(refused.stderr).toContain('clear image.digest (--set image.digest=)');
+    expect(images(join(dir, 'product-service'), ['--set', 'image.digest='])).toEqual([
+      `${repository}:1.2.4@${digests['1.2.4']}`,
+      `${repository}:1.2.4@${digests['1.2.4']}`,
+    ]);
+    const deployment = findOne(parseManifests(helm(['template', 'products', join(dir, 'product-service'), '--set', 'image.digest=']).stdout), 'Deployment');
+    expect(deployment.spec?.revisionHistoryLimit).toBe(5);
   });
 
   it('global.imageRegistry moves both images to a mirror and keeps the digest', () => {

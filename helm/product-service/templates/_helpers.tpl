@@ -123,7 +123,7 @@ repository is pulled by tag (NOTES says so).
 {{- define "product-service.imageDigest" -}}
 {{- if .Values.image.digest }}
 {{- if not .Values.image.tag }}
-{{- include "product-service.fail" (printf "image.digest is set but image.tag is empty: set image.tag to the version %s is of (the chart's default tag changes with every chart version, and would then run under another version's name)" .Values.image.digest) }}
+{{- include "product-service.fail" (printf "image.digest is set but image.tag is empty: the default tag changes with every chart version, and %s would run under another version's name. Set image.tag to the version it is of, or clear image.digest (--set image.digest=) to run this chart's own image (values of an older release, or --reuse-values, may carry the digest it stamped there)" .Values.image.digest) }}
 {{- end }}
 {{- .Values.image.digest }}
 {{- else }}
