@@ -32,10 +32,11 @@ const CHART = join(ROOT, 'helm/product-service');
 const FIELDS = [
   ['Chart.yaml', ['version'], (r) => r.version],
   ['Chart.yaml', ['appVersion'], (r) => r.appVersion],
+  // The chart pulls its image by this digest (the product-service.imageDigest helper), not by a value:
+  // values travel to other chart versions (--reuse-values, a copied values file), Chart.yaml does not.
   ['Chart.yaml', ['annotations', 'artifacthub.io/images'], (r) => stringify([{ name: 'product-service', image: r.image }])],
   ['Chart.yaml', ['annotations', 'artifacthub.io/prerelease'], (r) => String(semver.prerelease(r.version) !== null)],
   ['values.yaml', ['image', 'repository'], (r) => r.imageRepository],
-  ['values.yaml', ['image', 'digest'], (r) => r.imageDigest],
 ];
 
 /** @type {Array<[placeholder: string, value: (release: Release) => string]>} */

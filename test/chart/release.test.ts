@@ -3,11 +3,11 @@
 // scripts/release/package-chart.mjs, whose package is then used as a stranger would use it: copied
 // alone into an empty directory and rendered with no values.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { ROOT } from '../support/paths';
 import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests } from './helm';
 
@@ -171,7 +171,8 @@ describe('scripts/release/package-chart.mjs', () => {
     expect(readme).not.toContain('example-org');
     expect(readme).toContain('helm install products oci://ghcr.io/acme-corp/charts/product-service --version');
     expect(readme).toContain('| `image.repository` | string | `"ghcr.io/acme-corp/product-service"` |');
-    expect(readme).toContain(`| \`image.digest\` | string | \`"${digest}"\` |`);
+    // The digest is the chart's (Chart.yaml), not a value a copied values file would carry to another version.
+    expect(readme).toContain('| `image.digest` | string | `""` |');
   });
 
   it('refuses a missing or malformed digest, in one line naming it', () => {
@@ -189,5 +190,90 @@ describe('scripts/release/package-chart.mjs', () => {
     expect(missing.stderr).toBe('package-chart: --image-digest is missing: expected the pushed image digest, sha256:<64 hex digits>\n');
     const malformed = node('scripts/release/package-chart.mjs', [...release.slice(0, -1), 'sha256:abc', '--destination', scratch]);
     expect(malformed.stderr).toBe('package-chart: --image-digest "sha256:abc": expected the pushed image digest, sha256:<64 hex digits>\n');
+  });
+});
+
+describe('a released digest is only ever paired with its own version', () => {
+  const digests = { '1.2.3': `sha256:${'12'.repeat(32)}`, '1.2.4': `sha256:${'34'.repeat(32)}` };
+  const repository = 'ghcr.io/acme-corp/product-service';
+  /** Chart and image `version`, packaged by the release script as a release does. */
+  const packageVersion = (version: keyof typeof digests) => {
+    const run = node('scripts/release/package-chart.mjs', [
+      ...['--version', version, '--app-version', version, '--repository', 'https://github.com/Acme-Corp/product-service'],
+      ...['--image-digest', digests[version], '--destination', join(scratch, `two-${version}`), '--helm', helmBin],
+    ]);
+    if (run.status !== 0) throw new Error(`package-chart failed: ${run.stderr}`);
+    return run.stdout.trim();
+  };
+  const old = packageVersion('1.2.3');
+  const next = packageVersion('1.2.4');
+  /** The chart's images (the server and the helm test pod) as `helm template` renders them. */
+  const images = (chart: string, args: string[] = []) => {
+    const run = helm(['template', 'products', chart, '--namespace', 'shop', ...args]);
+    if (run.status !== 0) throw new Error(`helm template failed: ${run.stderr}`);
+    const objects = parseManifests(run.stdout);
+    return [mainContainer(findOne(objects, 'Deployment')).image, ...ofKind(objects, 'Pod').map((pod) => pod.spec?.containers[0]?.image)];
+  };
+  const oldValues = join(scratch, 'values-1.2.3.yaml');
+  writeFileSync(oldValues, helm(['show', 'values', old]).stdout);
+
+  it('each package runs its own image by digest', () => {
+    expect(images(old)).toEqual([`${repository}:1.2.3@${digests['1.2.3']}`, `${repository}:1.2.3@${digests['1.2.3']}`]);
+    expect(images(next)).toEqual([`${repository}:1.2.4@${digests['1.2.4']}`, `${repository}:1.2.4@${digests['1.2.4']}`]);
+  });
+
+  it('another image.tag is pulled by tag, without the digest of the chart version, and NOTES says so', () => {
+    expect(images(old, ['--set', 'image.tag=1.2.4'])).toEqual([`${repository}:1.2.4`, `${repository}:1.2.4`]);
+    const install = helm(['install', 'products', old, '--dry-run=client', '--namespace', 'shop', '--set', 'image.tag=1.2.4']);
+    expect(install.status, install.stderr).toBe(0);
+    expect(install.stdout).toContain(
+      `Image: ${repository}:1.2.4, by tag: this chart's digest is of ${repository}:1.2.3, not of the image.repository and image.tag asked for`,
+    );
+  });
+
+  it("a values file copied from the older chart's `helm show values` runs the newer chart's image", () => {
+    expect(images(next, ['--values', oldValues])).toEqual([`${repository}:1.2.4@${digests['1.2.4']}`, `${repository}:1.2.4@${digests['1.2.4']}`]);
+  });
+
+  it("--reuse-values: the newer chart rendered with the older chart's values as its defaults runs the newer image", () => {
+    // helm upgrade --reuse-values renders the new chart with the old release's values in place of the
+    // new chart's values.yaml (chart.Values = the old coalesced values): the same chart, rebuilt here.
+    const dir = join(scratch, 'reuse-values');
+    mkdirSync(dir, { recursive: true });
+    const untar = spawnSync('tar', ['-xzf', next, '-C', dir]);
+    expect(untar.status).toBe(0);
+    copyFileSync(oldValues, join(dir, 'product-service/values.yaml'));
+    expect(images(join(dir, 'product-service'))).toEqual([`${repository}:1.2.4@${digests['1.2.4']}`, `${repository}:1.2.4@${digests['1.2.4']}`]);
+  });
+
+  it('--reuse-values from a release that stamped its digest in values.yaml: refused, naming the fix, which then runs the newer image', () => {
+    // The values a release of the chart before this one left: the digest in image.digest, none of the newer values.
+    const values = parse(readFileSync(oldValues, 'utf8')) as Record<string, unknown> & { image: Record<string, string> };
+    values.image.digest = digests['1.2.3'];
+    for (const key of ['global', 'deploymentAnnotations', 'revisionHistoryLimit', 'minReadySeconds', 'initContainers', 'extraContainers', 'lifecycleHooks'])
+      delete values[key];
+    const dir = join(scratch, 'reuse-older-values');
+    mkdirSync(dir, { recursive: true });
+    expect(spawnSync('tar', ['-xzf', next, '-C', dir]).status).toBe(0);
+    writeFileSync(join(dir, 'product-service/values.yaml'), stringify(values));
+    const refused = helm(['template', 'products', join(dir, 'product-service')]);
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toContain(
+      `image.digest is set but image.tag is empty: the default tag changes with every chart version, and ${digests['1.2.3']} would run under another version's name`,
+    );
+    expect(refused.stderr).toContain('clear image.digest (--set image.digest=)');
+    expect(images(join(dir, 'product-service'), ['--set', 'image.digest='])).toEqual([
+      `${repository}:1.2.4@${digests['1.2.4']}`,
+      `${repository}:1.2.4@${digests['1.2.4']}`,
+    ]);
+    const deployment = findOne(parseManifests(helm(['template', 'products', join(dir, 'product-service'), '--set', 'image.digest=']).stdout), 'Deployment');
+    expect(deployment.spec?.revisionHistoryLimit).toBe(5);
+  });
+
+  it('global.imageRegistry moves both images to a mirror and keeps the digest', () => {
+    expect(images(old, ['--set', 'global.imageRegistry=mirror.example.com'])).toEqual([
+      `mirror.example.com/acme-corp/product-service:1.2.3@${digests['1.2.3']}`,
+      `mirror.example.com/acme-corp/product-service:1.2.3@${digests['1.2.3']}`,
+    ]);
   });
 });

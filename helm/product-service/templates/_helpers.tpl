@@ -33,21 +33,48 @@ app.kubernetes.io/name: {{ include "product-service.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{/* Labels on every object. */}}
-{{- define "product-service.labels" -}}
+{{/*
+One label map, later maps winning: merged as maps (toYaml), so a key given twice is written once.
+Usage: include "product-service.mergeLabels" (list $first $second ...)
+*/}}
+{{- define "product-service.mergeLabels" -}}
+{{- $labels := dict }}
+{{- range . }}
+{{- $labels = mergeOverwrite $labels (deepCopy (. | default dict)) }}
+{{- end }}
+{{- toYaml $labels }}
+{{- end }}
+
+{{/* The chart's own labels, before commonLabels. */}}
+{{- define "product-service.chartLabels" -}}
 helm.sh/chart: {{ include "product-service.chart" . }}
-{{ include "product-service.selectorLabels" . }}
 app.kubernetes.io/version: {{ include "product-service.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: product-service
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
 {{- end }}
+
+{{/*
+Labels on every object: the chart's, then commonLabels, then the selector labels, which no value
+overrides (a pod that lost them would leave its Deployment's selector, and the API refuses that).
+*/}}
+{{- define "product-service.labels" -}}
+{{- include "product-service.labelsWith" (list . dict) }}
+{{- end }}
+
+{{/*
+The same with an object's own extra labels (podLabels, a monitor's labels, the metrics component),
+which win over commonLabels but not over the selector labels.
+Usage: include "product-service.labelsWith" (list . $extra)
+*/}}
+{{- define "product-service.labelsWith" -}}
+{{- $ctx := index . 0 }}
+{{- include "product-service.mergeLabels" (list (include "product-service.chartLabels" $ctx | fromYaml) $ctx.Values.commonLabels (index . 1) (include "product-service.selectorLabels" $ctx | fromYaml)) }}
 {{- end }}
 
 {{/*
 The `helm test` objects' labels: not the selector labels (name + instance), so that the Service,
-PDB and NetworkPolicy never mistake the test pod for a server.
+PDB and NetworkPolicy never mistake the test pod for a server; commonLabels too, for admission
+policies that require them of every pod.
 */}}
 {{- define "product-service.testSelectorLabels" -}}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -55,11 +82,8 @@ app.kubernetes.io/component: helm-test
 {{- end }}
 
 {{- define "product-service.testLabels" -}}
-helm.sh/chart: {{ include "product-service.chart" . }}
-app.kubernetes.io/name: {{ printf "%s-test" (include "product-service.name" .) | trunc 63 | trimSuffix "-" }}
-{{ include "product-service.testSelectorLabels" . }}
-app.kubernetes.io/version: {{ include "product-service.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- $own := dict "app.kubernetes.io/name" (printf "%s-test" (include "product-service.name" .) | trunc 63 | trimSuffix "-") }}
+{{- include "product-service.mergeLabels" (list (include "product-service.chartLabels" . | fromYaml) .Values.commonLabels $own (include "product-service.testSelectorLabels" . | fromYaml)) }}
 {{- end }}
 
 {{- define "product-service.serviceAccountName" -}}
@@ -74,18 +98,68 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "product-service.imageTag" -}}
 {{- $tag := default .Chart.AppVersion .Values.image.tag | toString }}
 {{- if eq $tag "latest" }}
-{{- fail "image.tag must not be \"latest\": pin a version (or a digest) so rollouts and rollbacks are reproducible" }}
+{{- include "product-service.fail" "image.tag must not be \"latest\": pin a version (or a digest) so rollouts and rollbacks are reproducible" }}
 {{- end }}
 {{- $tag }}
 {{- end }}
 
-{{/* Image reference: repository:tag, or repository:tag@digest when a digest is given. */}}
-{{- define "product-service.image" -}}
-{{- $ref := printf "%s:%s" .Values.image.repository (include "product-service.imageTag" .) }}
+{{/*
+The image this chart version was released with, `repository:appVersion@digest`: a release stamps it
+into Chart.yaml (artifacthub.io/images), never into values, so that neither `--reuse-values` nor a
+values file copied from `helm show values` carries it to another chart version.
+*/}}
+{{- define "product-service.releasedImage" -}}
+{{- range index .Chart.Annotations "artifacthub.io/images" | default "" | fromYamlArray }}
+{{- if and (kindIs "map" .) (eq (toString .name) "product-service") }}{{ .image }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The digest the image is pulled by: image.digest, which needs image.tag (a digest is of one version;
+with the tag left to the chart, a chart upgrade would pair it with another), or else the released
+digest when the values ask for exactly the released repository and version. Any other tag or
+repository is pulled by tag (NOTES says so).
+*/}}
+{{- define "product-service.imageDigest" -}}
 {{- if .Values.image.digest }}
-{{- $ref = printf "%s@%s" $ref .Values.image.digest }}
+{{- if not .Values.image.tag }}
+{{- include "product-service.fail" (printf "image.digest is set but image.tag is empty: the default tag changes with every chart version, and %s would run under another version's name. Set image.tag to the version it is of, or clear image.digest (--set image.digest=) to run this chart's own image (values of an older release, or --reuse-values, may carry the digest it stamped there)" .Values.image.digest) }}
+{{- end }}
+{{- .Values.image.digest }}
+{{- else }}
+{{- $prefix := printf "%s:%s@" .Values.image.repository (include "product-service.imageTag" .) }}
+{{- $released := include "product-service.releasedImage" . }}
+{{- if hasPrefix $prefix $released }}{{ trimPrefix $prefix $released }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Image reference: repository:tag, then @digest when there is one. global.imageRegistry (the common
+charts' convention, for a registry mirror) replaces the repository's registry; the digest stays
+valid, since a mirror copies the image as it is.
+*/}}
+{{- define "product-service.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- with (.Values.global).imageRegistry }}
+{{- /* A first path component with a dot or a colon, or localhost, is a registry (Docker's rule). */}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) (regexReplaceAll "^([^/]*[.:][^/]*|localhost)/" $repository "") }}
+{{- end }}
+{{- $ref := printf "%s:%s" $repository (include "product-service.imageTag" .) }}
+{{- with include "product-service.imageDigest" . }}
+{{- $ref = printf "%s@%s" $ref . }}
 {{- end }}
 {{- $ref }}
+{{- end }}
+
+{{/*
+Refuses the values, with `message`. `fail` alone is not enough: `helm lint` renders in lint mode,
+where fail only logs, and lint would pass values that install refuses. When fail returns, this is
+lint: an error lint does report, carrying the same message.
+Usage: include "product-service.fail" "message"
+*/}}
+{{- define "product-service.fail" -}}
+{{- fail . }}
+{{- $_ := semverCompare (printf "values refused: %s" .) "0.0.0" }}
 {{- end }}
 
 {{/* Grace period: covers SHUTDOWN_DELAY + SHUTDOWN_TIMEOUT, plus 5 s for the span flush and exit. */}}
@@ -94,9 +168,82 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
 {{- add $needed 5 }}
 {{- else if lt (int .Values.terminationGracePeriodSeconds) (int $needed) }}
-{{- fail (printf "terminationGracePeriodSeconds (%v) must be at least shutdown.delaySeconds + shutdown.timeoutSeconds (%v), or the kubelet kills the pod mid-drain" .Values.terminationGracePeriodSeconds $needed) }}
+{{- include "product-service.fail" (printf "terminationGracePeriodSeconds (%v) must be at least shutdown.delaySeconds + shutdown.timeoutSeconds (%v), or the kubelet kills the pod mid-drain" .Values.terminationGracePeriodSeconds $needed) }}
 {{- else }}
 {{- .Values.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod fields a platform sets (a RuntimeClass, DNS, host aliases), shared by the Deployment and the
+helm test pod, which must run and resolve names where the servers do.
+*/}}
+{{- define "product-service.podPlatformFields" -}}
+{{- with .Values.runtimeClassName }}
+runtimeClassName: {{ . }}
+{{- end }}
+{{- with .Values.dnsPolicy }}
+{{- if and (eq . "None") (not ($.Values.dnsConfig).nameservers) }}
+{{- include "product-service.fail" "dnsPolicy None needs dnsConfig.nameservers: the pod would have no DNS server at all" }}
+{{- end }}
+dnsPolicy: {{ . }}
+{{- end }}
+{{- with .Values.dnsConfig }}
+dnsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.hostAliases }}
+hostAliases:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+initContainers and extraContainers as given, each with the chart's container securityContext under
+its own (its keys win), so that they meet the restricted Pod Security Standard unless they say
+otherwise. Their images are theirs: global.imageRegistry does not rewrite them.
+Usage: include "product-service.extraContainers" (list . $containers)
+*/}}
+{{- define "product-service.extraContainers" -}}
+{{- $ctx := index . 0 }}
+{{- $out := list }}
+{{- range index . 1 }}
+{{- $c := deepCopy . }}
+{{- $_ := set $c "securityContext" (mergeOverwrite (deepCopy $ctx.Values.securityContext) (deepCopy (.securityContext | default dict))) }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/*
+Refuses resources the API server refuses, or takes and the pod then cannot use: memory or storage
+in fractions of a byte (`384m` is 0.384 bytes, not 384 MiB), an extended resource (a name with a
+domain, `nvidia.com/gpu`) that is not a whole number, and an extended resource or huge pages
+requested without the same limit (Kubernetes does not overcommit them).
+Usage: include "product-service.checkResources" (list "resources" .Values.resources)
+*/}}
+{{- define "product-service.checkResources" -}}
+{{- $path := index . 0 }}
+{{- $resources := index . 1 | default dict }}
+{{- $limits := $resources.limits | default dict }}
+{{- range $kind, $quantities := $resources }}
+{{- range $name, $value := $quantities | default dict }}
+{{- $v := toString $value }}
+{{- if and (regexMatch "^(memory|ephemeral-storage|hugepages-.+)$" $name) (regexMatch "[0-9.][num]$" $v) }}
+{{- include "product-service.fail" (printf "%s.%s.%s is %s: the suffix m, u or n means a fraction of a byte (m is milli); write Mi (mebibytes) or M (megabytes), for example %sMi" $path $kind $name $v (regexReplaceAll "[num]$" $v "")) }}
+{{- end }}
+{{- $extended := contains "/" $name }}
+{{- if and $extended (not (regexMatch "^\\+?[0-9]+$" $v)) }}
+{{- include "product-service.fail" (printf "%s.%s.%s is %s: an extended resource is counted in whole units" $path $kind $name $v) }}
+{{- end }}
+{{- if and (eq $kind "requests") (or $extended (hasPrefix "hugepages-" $name)) }}
+{{- if not (hasKey $limits $name) }}
+{{- include "product-service.fail" (printf "%s.requests.%s needs %s.limits.%s as well: Kubernetes does not overcommit extended resources and huge pages" $path $name $path $name) }}
+{{- else if and $extended (ne $v (toString (index $limits $name))) }}
+{{- include "product-service.fail" (printf "%s.requests.%s (%s) must equal %s.limits.%s (%v): Kubernetes does not overcommit extended resources" $path $name $v $path $name (index $limits $name)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -180,7 +327,7 @@ interfaces.
 */}}
 {{- define "product-service.nodeOptions" -}}
 {{- $flags := list }}
-{{- if and .Values.nodeHeapPercent .Values.resources.limits .Values.resources.limits.memory }}
+{{- if and .Values.nodeHeapPercent (dig "limits" "memory" "" (.Values.resources | default dict)) }}
 {{- /* Node reads the cgroup memory limit; the heap gets this share of it. */}}
 {{- $flags = append $flags (printf "--max-old-space-size-percentage=%v" .Values.nodeHeapPercent) }}
 {{- end }}
@@ -195,7 +342,7 @@ interfaces.
 {{- $flags = concat $flags (list (printf "--heapsnapshot-signal=%s" (include "product-service.heapSnapshotSignal" .)) (printf "--diagnostic-dir=%s" $dir)) }}
 {{- end }}
 {{- else if .Values.diagnostics.heapSnapshot.enabled }}
-{{- fail "diagnostics.heapSnapshot.enabled needs diagnostics.enabled (the volume the snapshot is written to)" }}
+{{- include "product-service.fail" "diagnostics.heapSnapshot.enabled needs diagnostics.enabled (the volume the snapshot is written to)" }}
 {{- end }}
 {{- join " " (concat $flags .Values.extraNodeOptions) }}
 {{- end }}
@@ -314,7 +461,7 @@ A name listed twice would be refused by the API server under server-side apply (
 {{- $extra := dict }}
 {{- range .Values.extraEnv }}
 {{- if hasKey $extra .name }}
-{{- fail (printf "extraEnv lists %s twice: each variable name may appear once" .name) }}
+{{- include "product-service.fail" (printf "extraEnv lists %s twice: each variable name may appear once" .name) }}
 {{- end }}
 {{- $_ := set $extra .name . }}
 {{- end }}
@@ -343,6 +490,7 @@ Usage: include "product-service.requireApi" (list . "monitoring.coreos.com/v1/Se
 {{- $ctx := index . 0 }}
 {{- $api := index . 1 }}
 {{- if not ($ctx.Capabilities.APIVersions.Has $api) }}
+{{- /* fail, not product-service.fail: lint cannot be told a cluster's APIs, and this is about the cluster, not the values. */}}
 {{- fail (printf "%s is true, but the cluster does not serve %s: install %s first, or turn the value off. Rendering without a cluster (helm template, GitOps), pass --api-versions %s" (index . 2) $api (index . 3) $api) }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,345 @@
+// The values a platform sets, rendered by the real helm: image references (global.imageRegistry,
+// a digest only beside its own version), labels merged as maps (commonLabels, podLabels, monitor
+// labels) with the selector labels always winning, and a schema that fits the Kubernetes API:
+// what must render (each object then valid against its API schema) and what must be refused, by
+// `helm template` and `helm lint --strict` alike, with the message that says why.
+// test/chart/release.test.ts renders packaged charts with the digest a release stamps.
+import { describe, expect, it } from 'vitest';
+import type { IContainer } from 'kubernetes-models/v1';
+import { chartDir, CRD_APIS, findOne, helm, mainContainer, must, ofKind, podSpecOf, template, valueSets, type K8sObject } from './helm';
+import { validateObject } from './validate';
+
+const digest = `sha256:${'ab'.repeat(32)}`;
+const deploymentOf = (args: string[]) => findOne(template(args), 'Deployment');
+
+/** The chart's own images: the server container and the helm test pod's. */
+function chartImages(objects: K8sObject[]): string[] {
+  return [mainContainer(findOne(objects, 'Deployment')), ...ofKind(objects, 'Pod').flatMap((p) => must(p.spec, 'Pod spec').containers)].map((c) =>
+    must(c.image, `${c.name} image`),
+  );
+}
+
+/** Both refusals of `args`: helm template's and helm lint --strict's, each of which must fail. */
+function refusals(args: string[]): { template: string; lint: string } {
+  const rendered = helm(['template', 'products', chartDir, ...CRD_APIS, ...args]);
+  const linted = helm(['lint', '--strict', chartDir, ...args]);
+  expect(rendered.status, `helm template ${args.join(' ')} should fail`).not.toBe(0);
+  expect(linted.status, `helm lint --strict ${args.join(' ')} should fail: ${linted.stdout}`).not.toBe(0);
+  return { template: rendered.stderr, lint: linted.stdout + linted.stderr };
+}
+
+describe('image references', () => {
+  it('global.imageRegistry replaces the registry of every image the chart renders, keeping a digest', () => {
+    const mirror = ['--set', 'global.imageRegistry=mirror.example.com:5000/ghcr'];
+    expect(chartImages(template(mirror))).toEqual(['mirror.example.com:5000/ghcr/product-service:1.0.0', 'mirror.example.com:5000/ghcr/product-service:1.0.0']);
+    const pinned = template([
+      ...mirror,
+      '--set',
+      'image.repository=ghcr.io/acme/product-service',
+      '--set',
+      'image.tag=1.2.3',
+      '--set',
+      `image.digest=${digest}`,
+    ]);
+    expect(new Set(chartImages(pinned))).toEqual(new Set([`mirror.example.com:5000/ghcr/acme/product-service:1.2.3@${digest}`]));
+    // localhost and host:port are registries too (Docker's rule); a plain path is not.
+    expect(chartImages(template([...mirror, '--set', 'image.repository=localhost/x/y']))[0]).toBe('mirror.example.com:5000/ghcr/x/y:1.0.0');
+    expect(chartImages(template([...mirror, '--set', 'image.repository=acme/product-service']))[0]).toBe(
+      'mirror.example.com:5000/ghcr/acme/product-service:1.0.0',
+    );
+  });
+
+  it('a digest needs the tag it belongs to: refused alone, so a chart upgrade cannot pair it with another version', () => {
+    const { template: t, lint } = refusals(['--set', `image.digest=${digest}`]);
+    for (const out of [t, lint])
+      expect(out).toMatch(
+        /image.digest is set but image.tag is empty: .* sha256:(ab)+ would run under another version's name. Set image.tag to the version it is of, or clear image.digest/,
+      );
+    expect(chartImages(template(['--set', 'image.tag=1.2.3', '--set', `image.digest=${digest}`]))).toEqual([
+      `product-service:1.2.3@${digest}`,
+      `product-service:1.2.3@${digest}`,
+    ]);
+  });
+});
+
+describe('labels', () => {
+  const selector = { 'app.kubernetes.io/name': 'product-service', 'app.kubernetes.io/instance': 'products' };
+  const everything = [
+    ...must(
+      valueSets.find((v) => v.name.includes('autoscaling-monitoring')),
+      'the monitoring value set',
+    ).args,
+    '--set',
+    'commonLabels.app\\.kubernetes\\.io/part-of=shop',
+    '--set',
+    'commonLabels.team=checkout',
+    '--set',
+    'commonLabels.release=from-common',
+  ];
+
+  it('commonLabels: on every object, hooks (the helm test pod and its NetworkPolicy) included, each key once, replacing chart labels', () => {
+    // parseManifests refuses a duplicate mapping key, as the API server's YAML decoder does.
+    const objects = template(everything);
+    expect(objects.map((o) => `${o.kind}/${o.metadata.annotations?.['helm.sh/hook'] ?? ''}`)).toEqual(
+      expect.arrayContaining(['Pod/test', 'NetworkPolicy/test', 'Deployment/', 'Service/', 'ServiceMonitor/', 'PrometheusRule/', 'ConfigMap/']),
+    );
+    for (const obj of objects) {
+      expect(obj.metadata.labels, `${obj.kind} ${obj.metadata.name}`).toMatchObject({ 'app.kubernetes.io/part-of': 'shop', team: 'checkout' });
+    }
+    const deployment = findOne(objects, 'Deployment');
+    expect(deployment.spec?.template.metadata?.labels).toMatchObject({ 'app.kubernetes.io/part-of': 'shop', team: 'checkout', ...selector });
+    // An object's own labels win over commonLabels: the monitors' `release` is the one Prometheus selects.
+    const monitor = findOne(objects, 'ServiceMonitor');
+    expect(monitor.metadata?.labels?.release).toBe('kube-prometheus-stack');
+  });
+
+  it('podLabels and commonLabels never replace the selector labels: the Deployment still selects its pods, and the test pod is no server', () => {
+    const objects = template([
+      '--set',
+      'podLabels.app\\.kubernetes\\.io/name=other',
+      '--set',
+      'podLabels.app\\.kubernetes\\.io/instance=other',
+      '--set',
+      'commonLabels.app\\.kubernetes\\.io/name=other',
+      '--set',
+      'commonLabels.app\\.kubernetes\\.io/component=backend',
+      '--set',
+      'networkPolicy.enabled=true',
+    ]);
+    const deployment = findOne(objects, 'Deployment');
+    expect(deployment.spec?.selector.matchLabels).toEqual(selector);
+    expect(deployment.spec?.template.metadata?.labels).toMatchObject(selector);
+    const servers = objects.filter((o) => o.metadata.annotations?.['helm.sh/hook'] === undefined);
+    for (const obj of servers) expect(obj.metadata.labels, obj.kind).toMatchObject(selector);
+    const testPod = must(ofKind(objects, 'Pod')[0], 'helm test pod');
+    expect(testPod.metadata?.labels).toMatchObject({ 'app.kubernetes.io/name': 'product-service-test', 'app.kubernetes.io/component': 'helm-test' });
+    // The metrics Service keeps the component its ServiceMonitor selects.
+    const metrics = must(
+      ofKind(objects, 'Service').find((s) => s.metadata?.name === 'products-product-service-metrics'),
+      'metrics Service',
+    );
+    expect(metrics.metadata?.labels?.['app.kubernetes.io/component']).toBe('metrics');
+  });
+});
+
+/** A value set that must render: `check` reads what it set off the objects, which must all be valid. */
+interface Accepted {
+  what: string;
+  args: string[];
+  check: (objects: K8sObject[]) => void;
+}
+
+const container = (objects: K8sObject[]): IContainer => must(podSpecOf(findOne(objects, 'Deployment')).containers[0], 'server container');
+const podSpec = (objects: K8sObject[]) => podSpecOf(findOne(objects, 'Deployment'));
+const testPodSpec = (objects: K8sObject[]) => must(must(ofKind(objects, 'Pod')[0], 'helm test pod').spec, 'helm test pod spec');
+const apiService = (objects: K8sObject[]) =>
+  must(
+    ofKind(objects, 'Service').find((s) => s.metadata?.name === 'products-product-service'),
+    'API Service',
+  );
+
+const accepted: Accepted[] = [
+  {
+    what: 'resource quantities as Kubernetes writes them: numbers, decimals, exponents, every suffix',
+    args: [
+      '--set-json',
+      'resources={"requests":{"cpu":0.5,"memory":"1e9","ephemeral-storage":"1.5Gi"},"limits":{"cpu":"1.5","memory":"2G","ephemeral-storage":"2Ei"}}',
+    ],
+    check: (o) =>
+      expect(container(o).resources).toEqual({
+        requests: { cpu: 0.5, memory: '1e9', 'ephemeral-storage': '1.5Gi' },
+        limits: { cpu: '1.5', memory: '2G', 'ephemeral-storage': '2Ei' },
+      }),
+  },
+  {
+    what: 'more quantity forms: +, a leading dot, E notation, k, P, Ki and the helm test pod',
+    args: [
+      '--set-json',
+      'resources={"requests":{"cpu":"+.25","memory":"1.5E9"}}',
+      '--set-json',
+      'helmTest.resources={"requests":{"cpu":"100u","memory":"64000k"},"limits":{"memory":"1Pi"}}',
+    ],
+    check: (o) => {
+      expect(container(o).resources?.requests).toEqual({ cpu: '+.25', memory: '1.5E9' });
+      expect(testPodSpec(o).containers[0]?.resources?.limits).toEqual({ memory: '1Pi' });
+    },
+  },
+  {
+    what: 'extended resources and huge pages',
+    args: [
+      '--set-json',
+      'resources={"requests":{"cpu":"1","memory":"1Gi","hugepages-2Mi":"128Mi"},"limits":{"memory":"1Gi","nvidia.com/gpu":1,"hugepages-2Mi":"128Mi"}}',
+    ],
+    check: (o) => expect(container(o).resources?.limits).toEqual({ memory: '1Gi', 'nvidia.com/gpu': 1, 'hugepages-2Mi': '128Mi' }),
+  },
+  {
+    what: 'resources=null: no resources and no heap sizing, not a nil pointer',
+    args: ['--set', 'resources=null'],
+    check: (o) => {
+      expect(container(o).resources).toBeUndefined();
+      expect(container(o).env?.find((e) => e.name === 'NODE_OPTIONS')?.value).toBe('--max-semi-space-size=16 --disable-sigusr1');
+    },
+  },
+  {
+    what: 'the pod fields a platform sets, on the helm test pod too',
+    args: [
+      '--set',
+      'runtimeClassName=gvisor',
+      '--set',
+      'dnsPolicy=None',
+      '--set-json',
+      'dnsConfig={"nameservers":["10.0.0.10"],"searches":["shop.svc.cluster.local"],"options":[{"name":"ndots","value":"2"}]}',
+      '--set-json',
+      'hostAliases=[{"ip":"10.1.2.3","hostnames":["legacy.internal"]}]',
+    ],
+    check: (o) => {
+      for (const spec of [podSpec(o), testPodSpec(o)]) {
+        expect(spec.runtimeClassName).toBe('gvisor');
+        expect(spec.dnsPolicy).toBe('None');
+        expect(spec.dnsConfig?.options).toEqual([{ name: 'ndots', value: '2' }]);
+        expect(spec.hostAliases).toEqual([{ ip: '10.1.2.3', hostnames: ['legacy.internal'] }]);
+      }
+    },
+  },
+  {
+    what: 'lifecycle hooks, init and extra containers (restricted unless they say otherwise)',
+    args: [
+      '--set-json',
+      'lifecycleHooks={"preStop":{"sleep":{"seconds":2}}}',
+      '--set-json',
+      'initContainers=[{"name":"wait","image":"busybox:1.37","command":["true"]}]',
+      '--set-json',
+      'extraContainers=[{"name":"proxy","image":"envoyproxy/envoy:v1.34.0","securityContext":{"runAsUser":1001}}]',
+    ],
+    check: (o) => {
+      const spec = podSpec(o);
+      expect(container(o).lifecycle).toEqual({ preStop: { sleep: { seconds: 2 } } });
+      expect(spec.initContainers?.map((c) => [c.name, c.image, c.securityContext?.allowPrivilegeEscalation])).toEqual([['wait', 'busybox:1.37', false]]);
+      expect(spec.containers.map((c) => c.name)).toEqual(['product-service', 'proxy']);
+      expect(spec.containers[1]?.securityContext).toMatchObject({ runAsUser: 1001, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+    },
+  },
+  {
+    what: 'Deployment fields: revisionHistoryLimit, minReadySeconds, annotations',
+    args: ['--set', 'revisionHistoryLimit=10', '--set', 'minReadySeconds=15', '--set-string', 'deploymentAnnotations.reloader\\.stakater\\.com/auto=true'],
+    check: (o) => {
+      const deployment = findOne(o, 'Deployment');
+      expect(deployment.spec).toMatchObject({ revisionHistoryLimit: 10, minReadySeconds: 15 });
+      expect(deployment.metadata?.annotations).toEqual({ 'reloader.stakater.com/auto': 'true' });
+    },
+  },
+  {
+    what: 'Service labels, externalTrafficPolicy and loadBalancerSourceRanges on a LoadBalancer',
+    args: [
+      '--set',
+      'service.type=LoadBalancer',
+      '--set',
+      'service.externalTrafficPolicy=Local',
+      '--set',
+      'service.loadBalancerSourceRanges={10.0.0.0/8,2001:db8::/32}',
+      '--set',
+      'service.labels.exposure=public',
+    ],
+    check: (o) => {
+      const svc = apiService(o);
+      expect(svc.spec).toMatchObject({ type: 'LoadBalancer', externalTrafficPolicy: 'Local', loadBalancerSourceRanges: ['10.0.0.0/8', '2001:db8::/32'] });
+      expect(svc.metadata?.labels?.exposure).toBe('public');
+    },
+  },
+];
+
+describe.each(accepted)('values that render: $what', ({ args, check }) => {
+  it('render objects valid for their API, pass helm lint --strict, and say what was asked', () => {
+    const objects = template(args);
+    for (const obj of objects) validateObject(obj);
+    check(objects);
+    const lint = helm(['lint', '--strict', chartDir, ...args]);
+    expect(lint.status, lint.stdout).toBe(0);
+  });
+});
+
+const refused: { what: string; args: string[]; message: RegExp }[] = [
+  {
+    what: 'memory in millibytes',
+    args: ['--set', 'resources.limits.memory=384m'],
+    message: /resources.limits.memory is 384m: the suffix m, u or n means a fraction of a byte.*384Mi/,
+  },
+  {
+    what: "the helm test pod's memory in millibytes",
+    args: ['--set', 'helmTest.resources.requests.memory=64m'],
+    message: /helmTest.resources.requests.memory is 64m: the suffix m, u or n means a fraction of a byte/,
+  },
+  { what: 'a negative quantity', args: ['--set', 'resources.requests.cpu=-1'], message: /at '\/resources\/requests\/cpu'/ },
+  { what: 'a quantity with a unit Kubernetes does not know', args: ['--set', 'resources.requests.cpu=1.5cores'], message: /at '\/resources\/requests\/cpu'/ },
+  { what: 'an extended resource without a domain', args: ['--set', 'resources.limits.gpu=1'], message: /invalid propertyName 'gpu'/ },
+  {
+    what: 'an extended resource in fractions',
+    args: ['--set', 'resources.limits.nvidia\\.com/gpu=0.5'],
+    message: /resources.limits.nvidia.com\/gpu is 0.5: an extended resource is counted in whole units/,
+  },
+  {
+    what: 'an extended resource requested without a limit',
+    args: ['--set', 'resources.requests.nvidia\\.com/gpu=1'],
+    message: /resources.requests.nvidia.com\/gpu needs resources.limits.nvidia.com\/gpu as well/,
+  },
+  {
+    what: 'an extended resource requested above its limit',
+    args: ['--set', 'resources.requests.nvidia\\.com/gpu=2', '--set', 'resources.limits.nvidia\\.com/gpu=1'],
+    message: /resources.requests.nvidia.com\/gpu \(2\) must equal resources.limits.nvidia.com\/gpu \(1\)/,
+  },
+  {
+    what: 'huge pages requested without a limit',
+    args: ['--set', 'resources.requests.hugepages-2Mi=64Mi'],
+    message: /resources.requests.hugepages-2Mi needs resources.limits.hugepages-2Mi/,
+  },
+  { what: 'a label value Kubernetes refuses', args: ['--set', 'commonLabels.team=a b'], message: /at '\/commonLabels\/team'/ },
+  { what: 'a label key Kubernetes refuses', args: ['--set', 'podLabels.-team=a'], message: /invalid propertyName '-team'/ },
+  { what: 'the latest tag', args: ['--set', 'image.tag=latest'], message: /image.tag must not be "latest": pin a version/ },
+  {
+    what: 'a grace period shorter than the drain',
+    args: ['--set', 'terminationGracePeriodSeconds=10'],
+    message: /terminationGracePeriodSeconds \(10\) must be at least/,
+  },
+  {
+    what: 'externalTrafficPolicy on a ClusterIP Service',
+    args: ['--set', 'service.externalTrafficPolicy=Local'],
+    message: /service.externalTrafficPolicy \(Local\) needs service.type NodePort or LoadBalancer, not ClusterIP/,
+  },
+  {
+    what: 'loadBalancerSourceRanges on a NodePort Service',
+    args: ['--set', 'service.type=NodePort', '--set', 'service.loadBalancerSourceRanges={10.0.0.0/8}'],
+    message: /service.loadBalancerSourceRanges needs service.type LoadBalancer, not NodePort/,
+  },
+  {
+    what: 'a source range that is no CIDR',
+    args: ['--set', 'service.type=LoadBalancer', '--set', 'service.loadBalancerSourceRanges={office}'],
+    message: /loadBalancerSourceRanges/,
+  },
+  { what: 'dnsPolicy None without nameservers', args: ['--set', 'dnsPolicy=None'], message: /dnsPolicy None needs dnsConfig.nameservers/ },
+  {
+    what: "an extra container named like the chart's",
+    args: ['--set', 'extraContainers[0].name=product-service', '--set', 'extraContainers[0].image=x:1'],
+    message: /the container name product-service is taken/,
+  },
+  { what: 'an init container without an image', args: ['--set', 'initContainers[0].name=wait'], message: /at '\/initContainers\/0': missing property 'image'/ },
+  { what: 'an unknown dnsPolicy', args: ['--set', 'dnsPolicy=Cluster'], message: /at '\/dnsPolicy'/ },
+];
+
+describe.each(refused)('values refused: $what', ({ args, message }) => {
+  it('by helm template and helm lint --strict, saying why', () => {
+    const { template: t, lint } = refusals(args);
+    expect(t).toMatch(message);
+    expect(lint).toMatch(message);
+  });
+});
+
+describe('defaults of the new values', () => {
+  it('render what the chart rendered before: revisionHistoryLimit 5, no minReadySeconds, no platform fields', () => {
+    const deployment = deploymentOf([]);
+    expect(deployment.spec?.revisionHistoryLimit).toBe(5);
+    expect(deployment.spec).not.toHaveProperty('minReadySeconds');
+    expect(deployment.metadata).not.toHaveProperty('annotations');
+    for (const key of ['runtimeClassName', 'dnsPolicy', 'dnsConfig', 'hostAliases', 'initContainers']) expect(podSpecOf(deployment)).not.toHaveProperty(key);
+    expect(mainContainer(deployment)).not.toHaveProperty('lifecycle');
+  });
+});
