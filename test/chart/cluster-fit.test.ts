@@ -251,6 +251,91 @@ describe('NetworkPolicy', () => {
   it('renders neither policy when off', () => {
     expect(ofKind(template([]), 'NetworkPolicy')).toEqual([]);
   });
+
+  // Spans would be dropped without a word: both helm lint and helm template refuse it, naming the value.
+  it('restricted egress with otel.endpoint set and no collectorTo: refused by helm lint --strict and helm template alike', () => {
+    const set = [
+      '--set',
+      'networkPolicy.enabled=true',
+      '--set',
+      'networkPolicy.allowExternalEgress=false',
+      '--set',
+      'otel.endpoint=http://otel-collector.observability:4318',
+    ];
+    const lint = helm(['lint', '--strict', chartDir, ...set]);
+    expect(lint.status).not.toBe(0);
+    expect(lint.stdout + lint.stderr).toMatch(/\/networkPolicy\/collectorTo': minItems: got 0, want 1/);
+    expect(templateFails(set)).toMatch(/\/networkPolicy\/collectorTo': minItems: got 0, want 1/);
+    const collector = ['--set', 'networkPolicy.collectorTo[0].podSelector.matchLabels.app=otel-collector'];
+    expect(policies(template([...set, ...collector])).server.spec?.egress?.[1]?.to).toEqual([{ podSelector: { matchLabels: { app: 'otel-collector' } } }]);
+    expect(helm(['lint', '--strict', chartDir, ...set, ...collector]).status).toBe(0);
+    // Open egress, or no endpoint, needs no collector rule.
+    expect(policies(template(set.slice(0, 4))).server.spec?.egress?.map((rule) => rule.ports?.[0]?.port)).toEqual([53]);
+  });
+
+  const istiod = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'istio-system' } }, podSelector: { matchLabels: { app: 'istiod' } } };
+  const hbone = { ports: [{ port: 15008, protocol: 'TCP' }] };
+
+  it('Istio sidecar: the server and helm test pods may reach istiod on 15012 when egress is restricted', () => {
+    const { server, test } = policies(template([...restricted, '--set', 'networkPolicy.istio.sidecar=true']));
+    for (const policy of [server, test]) {
+      validateObject(policy);
+      expect(policy.spec?.egress).toContainEqual({ to: [istiod], ports: [{ port: 15012, protocol: 'TCP' }] });
+      expect(policy.spec?.egress).not.toContainEqual(hbone);
+    }
+    // Open egress already covers istiod.
+    expect(policies(template(['--set', 'networkPolicy.enabled=true', '--set', 'networkPolicy.istio.sidecar=true'])).server.spec?.egress).toEqual([{}]);
+  });
+
+  it('Istio ambient: HBONE (15008) in and out, and the probes ztunnel sends from 169.254.7.127', () => {
+    const { server, test } = policies(template([...restricted, '--set', 'networkPolicy.istio.ambient=true']));
+    for (const policy of [server, test]) {
+      validateObject(policy);
+      expect(policy.spec?.egress).toContainEqual(hbone);
+      expect(JSON.stringify(policy.spec?.egress)).not.toContain('15012');
+    }
+    expect(server.spec?.ingress).toContainEqual(hbone);
+    expect(server.spec?.ingress).toContainEqual({ from: [{ ipBlock: { cidr: '169.254.7.127/32' } }], ports: [{ port: 'http', protocol: 'TCP' }] });
+    // Without it, no Istio port anywhere.
+    expect(JSON.stringify(policies(template(restricted)))).not.toMatch(/15008|15012|169\.254/);
+  });
+
+  it("takes extra ingress and egress rules for the helm test pod's policy", () => {
+    const { test } = policies(
+      template([
+        ...restricted,
+        '--set',
+        'networkPolicy.helmTest.extraEgress[0].to[0].ipBlock.cidr=10.1.0.0/16',
+        '--set',
+        'networkPolicy.helmTest.extraEgress[0].ports[0].port=15021',
+        '--set',
+        'networkPolicy.helmTest.extraIngress[0].ports[0].port=15020',
+      ]),
+    );
+    validateObject(test);
+    expect(test.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(test.spec?.ingress).toEqual([{ ports: [{ port: 15020 }] }]);
+    expect(test.spec?.egress?.at(-1)).toEqual({ to: [{ ipBlock: { cidr: '10.1.0.0/16' } }], ports: [{ port: 15021 }] });
+  });
+});
+
+describe('autoscaling.containerMetrics', () => {
+  it("makes the HPA measure the service's container alone (ContainerResource), not the pod with its sidecars", () => {
+    const args = ['--set', 'autoscaling.enabled=true', '--set', 'autoscaling.targetMemoryUtilizationPercentage=80'];
+    const pod = findOne(template(args), 'HorizontalPodAutoscaler');
+    expect(pod.spec?.metrics?.map((metric) => [metric.type, metric.resource?.name])).toEqual([
+      ['Resource', 'cpu'],
+      ['Resource', 'memory'],
+    ]);
+    const objects = template([...args, '--set', 'autoscaling.containerMetrics=true']);
+    const hpa = findOne(objects, 'HorizontalPodAutoscaler');
+    validateObject(hpa);
+    const container = mainContainer(findOne(objects, 'Deployment')).name;
+    expect(hpa.spec?.metrics).toEqual([
+      { type: 'ContainerResource', containerResource: { name: 'cpu', container, target: { type: 'Utilization', averageUtilization: 60 } } },
+      { type: 'ContainerResource', containerResource: { name: 'memory', container, target: { type: 'Utilization', averageUtilization: 80 } } },
+    ]);
+  });
 });
 
 describe('helmTest.podAnnotations', () => {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths';
-import { CRD_APIS, chartDir, findOne, helm, must, ofKind, template } from './helm';
+import { CRD_APIS, chartDir, envValue, findOne, helm, mainContainer, must, ofKind, template } from './helm';
 import { validateObject } from './validate';
 
 const RULES_AND_DASHBOARD = ['--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true'];
@@ -18,7 +18,7 @@ const SOURCE = JSON.parse(readFileSync(join(chartDir, 'files/dashboards/product-
 interface Dashboard {
   uid: string;
   title: string;
-  templating: { list: Array<{ name: string; current?: unknown }> };
+  templating: { list: Array<{ name: string; query?: unknown; current?: unknown }> };
   [key: string]: unknown;
 }
 
@@ -151,6 +151,14 @@ describe('Grafana dashboard ConfigMap', () => {
       templating: { list: d.templating.list.map((v) => ({ ...v, current: undefined })) },
     });
     expect(strip(dashboard)).toEqual(strip(SOURCE));
+  });
+
+  it("searches traces by the service name the release's pods export (otel.serviceName, or the chart name)", () => {
+    const serviceName = (args: string[]) => dashboardConfigMap(args).dashboard.templating.list.find((variable) => variable.name === 'service_name');
+    expect(serviceName([])).toMatchObject({ query: 'product-service', current: { text: 'product-service', value: 'product-service' } });
+    const named = ['--set', 'otel.serviceName=catalogue-ids'];
+    expect(serviceName(named)).toMatchObject({ query: 'catalogue-ids', current: { text: 'catalogue-ids', value: 'catalogue-ids' } });
+    expect(envValue(mainContainer(findOne(template(named), 'Deployment')), 'OTEL_SERVICE_NAME')).toBe('catalogue-ids');
   });
 
   it("two releases of the same name, from two namespaces into Grafana's one namespace, do not collide", () => {

@@ -8,6 +8,7 @@ import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ROOT } from '../support/paths';
+import { ALPHANUMS, decodePodTemplateHash, podName } from './kube-names';
 import { DEPLOY_RULE_VALUES, DEPLOY_RULES, PROMETHEUS_INSTALL, RUNBOOK, alertsOf, parseRules, readRules, renderRules, requireTool, run } from './tools';
 
 interface AlertTest {
@@ -21,12 +22,17 @@ interface ExprTest {
 }
 interface RuleTestFile {
   rule_files: string[];
-  tests: Array<{ name?: string; alert_rule_test?: AlertTest[]; promql_expr_test?: ExprTest[] }>;
+  tests: Array<{ name?: string; input_series?: Array<{ series: string }>; alert_rule_test?: AlertTest[]; promql_expr_test?: ExprTest[] }>;
 }
 
 const TESTS_DIR = join(ROOT, 'test', 'deploy', 'rules');
 // The release the unit tests' series belong to.
 const RELEASE = { release: 'products', namespace: 'shop' };
+// A release name of 51 characters (Helm allows 53): its Deployment name is cut to 63, and so its
+// pods' generated names hold no more than the first 58 characters of that.
+const LONG_RELEASE = { release: 'catalogue-search-indexer-eu-west-1-production-green', namespace: 'shop' };
+// The unit-test files whose series belong to another release than RELEASE.
+const RELEASE_OF: Record<string, typeof RELEASE> = { 'pods-long-release.test.yaml': LONG_RELEASE };
 const RUNBOOK_URL = 'https://github.com/example-org/product-service/blob/main/docs/runbook.md';
 const ALERTS = [
   'ProductServiceDown',
@@ -50,7 +56,7 @@ const unitTests = readdirSync(TESTS_DIR)
   .sort()
   .map((name) => {
     const values = join(TESTS_DIR, name.replace(/\.test\.yaml$/, '.values.yaml'));
-    return { name, path: join(TESTS_DIR, name), values: existsSync(values) ? [values] : [] };
+    return { name, path: join(TESTS_DIR, name), values: existsSync(values) ? [values] : [], release: RELEASE_OF[name] ?? RELEASE };
   });
 
 /** GitHub's anchor for a Markdown heading: lower case, punctuation dropped, spaces to dashes. */
@@ -72,9 +78,9 @@ describe('alert and recording rules rendered from the chart', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   /** Writes the rules rendered with `values` and `set` beside a copy of the unit-test file, and runs promtool on it. */
-  function promtoolTest(testFile: string, values: string[], set: string[] = []) {
+  function promtoolTest(testFile: string, values: string[], set: string[] = [], release = RELEASE) {
     const work = mkdtempSync(join(dir, 'case-'));
-    writeFileSync(join(work, 'rules.yaml'), renderRules({ ...RELEASE, values, set }));
+    writeFileSync(join(work, 'rules.yaml'), renderRules({ ...release, values, set }));
     copyFileSync(testFile, join(work, basename(testFile)));
     return run(promtool, ['test', 'rules', basename(testFile)], { cwd: work, timeoutMs: 170_000 });
   }
@@ -110,10 +116,70 @@ describe('alert and recording rules rendered from the chart', () => {
   });
 
   it.each(unitTests.map((test) => [test.name, test] as const))('promtool test rules %s', (_name, test) => {
-    const result = promtoolTest(test.path, test.values);
+    const result = promtoolTest(test.path, test.values, [], test.release);
     expect(result.status, result.stdout + result.stderr).toBe(0);
     expect(result.stdout).toContain('SUCCESS');
   });
+
+  // Alertmanager routes and silences, and the dashboard's alert table, select the release by
+  // these two labels, also on the alerts aggregated by pod.
+  it.each([
+    ['products', RELEASE, 'products-product-service'],
+    ['a 51-character release name', LONG_RELEASE, 'catalogue-search-indexer-eu-west-1-production-green-product-ser'],
+  ])("every alert carries the release's job and namespace (%s)", (_name, release, job) => {
+    for (const rule of alertsOf(parseRules(renderRules(release)))) {
+      expect(rule.labels, rule.alert).toMatchObject({ job, namespace: release.namespace });
+    }
+  });
+
+  it("finds the release's pods through their owners, never by name", () => {
+    for (const release of [RELEASE, LONG_RELEASE]) {
+      const expr = alertsOf(parseRules(renderRules(release)))
+        .map((rule) => rule.expr)
+        .join('\n');
+      expect(expr).not.toMatch(/pod=~/);
+      expect(expr).toContain('kube_pod_owner{');
+    }
+  });
+
+  // The pod-level cases are only as good as their pod names: each must be the one Kubernetes
+  // generates for a pod of its ReplicaSet, and each ReplicaSet `<deployment>-<pod-template-hash>`.
+  it.each(unitTests.filter((test) => test.name.startsWith('pods')).map((test) => [test.name, test] as const))(
+    '%s names its pods and ReplicaSets the way Kubernetes does',
+    (_name, test) => {
+      const job = alertsOf(parseRules(renderRules(test.release)))[0]?.labels?.job ?? '';
+      const series = (parse(readFileSync(test.path, 'utf8')) as RuleTestFile).tests.flatMap((c) => (c.input_series ?? []).map((s) => s.series));
+      const labelsOf = (metric: string): Array<Record<string, string | undefined>> =>
+        series
+          .filter((s) => s.startsWith(`${metric}{`))
+          .map((s) => Object.fromEntries([...s.matchAll(/(\w+)="([^"]*)"/g)].map((m): [string, string | undefined] => [m[1] ?? '', m[2]])));
+      const deploymentOf = new Map(labelsOf('kube_replicaset_owner').map((owner) => [owner.replicaset, owner.owner_name]));
+      const releasePods = new Set<string>();
+      for (const owner of labelsOf('kube_pod_owner').filter((owner) => owner.owner_kind === 'ReplicaSet')) {
+        const replicaSet = owner.owner_name ?? '';
+        const deployment = deploymentOf.get(replicaSet) ?? '';
+        expect(replicaSet.startsWith(`${deployment}-`), replicaSet).toBe(true);
+        expect(decodePodTemplateHash(replicaSet.slice(deployment.length + 1)), replicaSet).toBeDefined();
+        const pod = owner.pod ?? '';
+        expect(new RegExp(`^[${ALPHANUMS}]{5}$`).test(pod.slice(-5)), pod).toBe(true);
+        expect(pod).toBe(podName(replicaSet, pod.slice(-5)));
+        if (deployment === job) releasePods.add(pod);
+      }
+      expect(releasePods.size, `no pod of Deployment ${job}`).toBeGreaterThan(0);
+      // Every series of the service names a pod of one of the Deployment's ReplicaSets.
+      const replicaSets = [...deploymentOf].filter(([, deployment]) => deployment === job).map(([replicaSet]) => replicaSet ?? '');
+      for (const own of series.filter((s) => s.includes(`job="${job}"`))) {
+        const pod = /pod="([^"]*)"/.exec(own)?.[1] ?? '';
+        expect(
+          replicaSets.map((replicaSet) => podName(replicaSet, pod.slice(-5))),
+          own,
+        ).toContain(pod);
+      }
+      // The name pattern the rules used before finds the long release's pods no more.
+      const pattern = new RegExp(`^${job}-[a-z0-9]+-[a-z0-9]+$`);
+      expect([...releasePods].some((pod) => pattern.test(pod))).toBe(test.release === RELEASE);
+    },
+  );
 
   it('every alert is shown firing and shown silent by the unit tests', () => {
     const cases = unitTests.flatMap((test) => (parse(readFileSync(test.path, 'utf8')) as RuleTestFile).tests);

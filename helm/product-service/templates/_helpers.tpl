@@ -521,3 +521,24 @@ WARNING: {{ . }} is set in plain text in extraEnv: anyone who can read the Deplo
 WARNING: the OTLP headers ({{ join ", " $headers }}) are sent in clear text to {{ join ", " $clear }}. Use an https:// endpoint, unless a mesh encrypts that hop.
 {{- end }}
 {{- end }}
+
+{{/*
+Egress an Istio data plane needs when egress is restricted: a sidecar fetches its configuration and
+certificates from istiod (15012); in ambient mode connections to mesh workloads leave through the
+HBONE tunnel (15008). Rules of a NetworkPolicyEgressRule list, or nothing; takes networkPolicy.istio.
+*/}}
+{{- define "product-service.istioEgress" -}}
+{{- $istio := . }}
+{{- if $istio.sidecar }}
+- to:
+    {{- toYaml $istio.istiodTo | nindent 4 }}
+  ports:
+    - port: 15012
+      protocol: TCP
+{{- end }}
+{{- if $istio.ambient }}
+- ports:
+    - port: 15008
+      protocol: TCP
+{{- end }}
+{{- end }}
