@@ -59,19 +59,14 @@ describe('extraEnv and extraNodeOptions', () => {
       '--set-string',
       'extraEnv[1].value=1000',
       '--set',
-      'extraEnv[2].name=NODE_OPTIONS',
+      'extraEnv[2].name=K8S_POD_NAME',
       '--set',
-      'extraEnv[2].value=--max-old-space-size=200',
-      '--set',
-      'extraEnv[3].name=K8S_POD_NAME',
-      '--set',
-      'extraEnv[3].value=fixed',
+      'extraEnv[2].value=fixed',
     ]);
     const names = envNames(container);
     // Replaced where the chart had them, so $(K8S_POD_NAME) in OTEL_RESOURCE_ATTRIBUTES still refers to an earlier variable.
     expect(names).toEqual([...defaults, 'OTEL_BSP_SCHEDULE_DELAY']);
     expect(envValue(container, 'LOG_LEVEL')).toBe('debug');
-    expect(envValue(container, 'NODE_OPTIONS')).toBe('--max-old-space-size=200');
     expect(container.env?.find((e) => e.name === 'K8S_POD_NAME')).toEqual({ name: 'K8S_POD_NAME', value: 'fixed' });
     expect(envValue(container, 'OTEL_BSP_SCHEDULE_DELAY')).toBe('1000');
   });
@@ -89,6 +84,37 @@ describe('extraEnv and extraNodeOptions', () => {
 
   it('always turn off the SIGUSR1 inspector, and nothing else by default', () => {
     expect(nodeOptions([])).toEqual(['--max-old-space-size-percentage=60', '--max-semi-space-size=16', '--disable-sigusr1']);
+  });
+
+  // Node reads each of these from NODE_OPTIONS; every one opens the inspector or sets it up.
+  it.each([
+    '--inspect',
+    '--inspect=0.0.0.0:9229',
+    '--inspect=9229',
+    '--inspect-brk',
+    '--inspect-brk=0.0.0.0:9229',
+    '--inspect-wait',
+    '--inspect-port=9229',
+    '--debug-port=9229',
+  ])('refuse %s in extraNodeOptions, saying why', (flag) => {
+    expect(templateFails(['--set-string', `extraNodeOptions[0]=${flag}`])).toMatch(/extraNodeOptions\/0.*the V8 inspector stays off in the chart/);
+  });
+
+  it('refuse flags smuggled into one item (a space, an underscore spelling)', () => {
+    for (const item of ['--enable-source-maps --inspect', '--stack-trace-limit=5 --inspect=0.0.0.0:9229', '--inspect_brk']) {
+      expect(templateFails(['--set-string', `extraNodeOptions[0]=${item}`])).toMatch(/extraNodeOptions\/0/);
+    }
+  });
+
+  it('refuse NODE_OPTIONS in extraEnv (it would drop --disable-sigusr1), pointing at extraNodeOptions', () => {
+    for (const entry of [
+      ['extraEnv[0].value=--max-old-space-size=200'],
+      ['extraEnv[0].valueFrom.configMapKeyRef.name=flags', '--set', 'extraEnv[0].valueFrom.configMapKeyRef.key=node'],
+    ]) {
+      expect(templateFails(['--set', 'extraEnv[0].name=NODE_OPTIONS', '--set', ...entry])).toMatch(
+        /extraEnv cannot set NODE_OPTIONS: it would replace the chart's flags, --disable-sigusr1 among them\. Put Node flags in extraNodeOptions/,
+      );
+    }
   });
 });
 

@@ -456,10 +456,15 @@ SIGURG
 The container's env: the chart's variables, each replaced in place by the extraEnv entry of the
 same name (in place, so that $(NAME) references keep resolving), then the other extraEnv entries.
 A name listed twice would be refused by the API server under server-side apply (Helm 4, Argo CD).
+NODE_OPTIONS is refused: replacing it would drop --disable-sigusr1 with the chart's other flags,
+and a valueFrom cannot be merged with them; extraNodeOptions adds flags instead.
 */}}
 {{- define "product-service.env" -}}
 {{- $extra := dict }}
 {{- range .Values.extraEnv }}
+{{- if eq .name "NODE_OPTIONS" }}
+{{- fail "extraEnv cannot set NODE_OPTIONS: it would replace the chart's flags, --disable-sigusr1 among them. Put Node flags in extraNodeOptions (and nodeHeapPercent: 0 to size the heap with your own flag)" }}
+{{- end }}
 {{- if hasKey $extra .name }}
 {{- include "product-service.fail" (printf "extraEnv lists %s twice: each variable name may appear once" .name) }}
 {{- end }}

@@ -1,0 +1,85 @@
+// Runs: `npm start` (the README's way to run the service), with its build step skipped
+// (--ignore-scripts skips prestart only): `npm test` builds dist/ first.
+//
+// A developer's or a VM's service must not open the V8 inspector when something signals it: SIGUSR1
+// would otherwise make Node listen on 127.0.0.1:9229, where any local process could run code in it.
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { ROOT } from './support/paths';
+import { freePorts } from './support/service-process';
+
+/** The processes below `pid` (npm runs the script through sh, and scripts/node.sh execs Node). */
+function descendants(pid: number): Array<{ pid: number; cmdline: string }> {
+  const all = readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .flatMap((name) => {
+      try {
+        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        return [{ pid: Number(name), ppid, cmdline: readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ') }];
+      } catch {
+        return []; // ended meanwhile
+      }
+    });
+  const found: Array<{ pid: number; cmdline: string }> = [];
+  const walk = (parent: number): void => {
+    for (const child of all.filter((p) => p.ppid === parent)) {
+      found.push(child);
+      walk(child.pid);
+    }
+  };
+  walk(pid);
+  return found;
+}
+
+/** Whether anything accepts a connection on 127.0.0.1:`port`. */
+const listening = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.on('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+
+describe('npm start', () => {
+  let stop = (): void => undefined;
+  afterAll(() => stop());
+
+  it('SIGUSR1 to the service opens no inspector, and the service keeps serving', async () => {
+    const [apiPort, scrapePort] = (await freePorts(2)) as [number, number];
+    const npm = spawn('npm', ['start', '--ignore-scripts', '--silent'], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        HOST: '127.0.0.1',
+        PORT: String(apiPort),
+        METRICS_PORT: String(scrapePort),
+        OTEL_SDK_DISABLED: 'true',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+      detached: true,
+    });
+    stop = () => process.kill(-(npm.pid as number), 'SIGKILL');
+    let stderr = '';
+    npm.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const health = `http://127.0.0.1:${apiPort}/health`;
+    await vi.waitFor(async () => expect((await fetch(health)).status).toBe(200), { timeout: 20_000, interval: 200 });
+
+    const service = descendants(npm.pid as number).find((p) => p.cmdline.includes('dist/main.js') && !p.cmdline.startsWith('sh '));
+    expect(service, 'the Node process that npm start runs').toBeDefined();
+    const inspectorBefore = await listening(9229);
+    process.kill((service as { pid: number }).pid, 'SIGUSR1');
+    await sleep(1000);
+
+    // Node says "Debugger listening on ..." when the inspector opens, "Starting inspector ... failed" when it cannot.
+    expect(stderr).not.toMatch(/Debugger listening|inspector/i);
+    if (!inspectorBefore) expect(await listening(9229)).toBe(false);
+    expect((await fetch(health)).status).toBe(200);
+  });
+});
