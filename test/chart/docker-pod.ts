@@ -41,7 +41,7 @@ export function logsOf(name: string): string {
 }
 
 /** The loopback address and port Docker published `containerPort` of container `name` on. */
-export function hostPort(name: string, containerPort: number): string {
+function hostPort(name: string, containerPort: number): string {
   const [first = ''] = docker(['port', name, `${containerPort}/tcp`])
     .stdout.trim()
     .split('\n');

@@ -45,7 +45,7 @@ function millicores(quantity: string | number): number {
 }
 
 /** Kubelet semantics: $(VAR) expands to an earlier variable's value, $$ escapes, unknown stays. */
-export function expand(value: string, defined: Map<string, string>): string {
+function expand(value: string, defined: Map<string, string>): string {
   return value.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (whole, name: string | undefined) => {
     if (name === undefined) return '$';
     return defined.get(name) ?? whole;
@@ -80,7 +80,7 @@ function secretValue(variable: string, ref: ISecretKeySelector, secrets: PodInpu
   return value;
 }
 
-export function containerOf(podSpec: IPodSpec, name: string): IContainer {
+function containerOf(podSpec: IPodSpec, name: string): IContainer {
   return must(
     podSpec.containers.find((c) => c.name === name),
     `container ${name}`,
