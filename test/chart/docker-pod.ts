@@ -1,3 +1,4 @@
+// A stand-in for a Kubernetes node (scripts/ci/README.md).
 // Runs pods of the rendered chart on the Docker engine as the kubelet would (pod-to-docker.ts), for
 // the chart tests that start the image: docker-run, private-ca and diagnostics. Each test file
 // makes one Pods: its own network (where the Service name resolves to the pod, as cluster DNS

@@ -1,3 +1,4 @@
+// A stand-in for a Kubernetes node (scripts/ci/README.md).
 // Translates a rendered pod spec into `docker run` flags, doing what the kubelet and the
 // container runtime would do with it, for the settings this chart uses. Anything it cannot
 // translate faithfully throws, so a new pod setting cannot be silently dropped from the test.
