@@ -1,7 +1,6 @@
 // The Markdown of a result: the tables bench/results/latest.md holds and docs/performance.md
 // shows. Rendered from the result JSON alone, so `run.mjs --render` can write them again.
 import { AGAINST, max, median, min } from './lib.mjs';
-import { handmadeRow } from './summary.mjs';
 
 /** A number with `d` decimals, or '–' when there is none. */
 export const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '–');
@@ -49,12 +48,6 @@ function closedTable({ meta, summary }) {
     return row([label, ...c.slice(0, 3), ...(ab ? [f(s.cpuRatioToCurrent, 2)] : []), ...c.slice(3)]);
   };
   for (const name of meta.configs) if (summary[name]?.rounds) lines.push(cells(name, summary[name]));
-  const before = handmadeRow();
-  if (before) {
-    lines.push(
-      cells(`service-full, hand-made tracing before sdk-node (run of ${before.date.slice(0, 10)}, start-up ${f(before.startupRatio, 1)}x plain)`, before.s),
-    );
-  }
   lines.push('');
   lines.push(
     'Medians over the rounds. "× plain node:http" is the CPU-per-request ratio against plain node:http in the same round, medianed over the rounds. CPU = utime+stime of the server process (all threads) over the measured window ÷ requests completed in it; "of which kernel" is the stime part. Closed loop (wrk, POST /product); latencies at saturation. RSS load = peak VmRSS sampled every 100 ms in the window.',

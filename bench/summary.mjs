@@ -1,8 +1,6 @@
 // From samples to the figures the tables show: medians over the rounds, CPU ratios computed per
 // round (the same round ran under the same machine conditions) and then medianed, and the goals.
-import fs from 'node:fs';
-import path from 'node:path';
-import { AGAINST, RESULTS, max, median, min } from './lib.mjs';
+import { AGAINST, max, median, min } from './lib.mjs';
 
 /** The configuration every CPU ratio is taken against. */
 const BASE = 'plain-http';
@@ -90,18 +88,4 @@ export function goals(summary, rate, soakResults, startups) {
       median(rateFull.map((r) => r.p99Ms)) < 5,
     ),
   ];
-}
-
-/**
- * The service's earlier hand-made tracing, which NodeSDK + auto-instrumentations replaced, as this
- * harness measured it (bench/results/handmade-tracing.json): one row that shows what the standard
- * stack costs.
- */
-export function handmadeRow() {
-  const file = path.join(RESULTS, 'handmade-tracing.json');
-  if (!fs.existsSync(file)) return undefined;
-  const before = JSON.parse(fs.readFileSync(file, 'utf8'));
-  const s = before.summary['service-full'];
-  const startupOnly = (name) => median(before.startups.filter((x) => x.config === name).map((x) => x.startupMs));
-  return { date: before.meta.date, s, startupRatio: startupOnly('service-full') / startupOnly(BASE) };
 }

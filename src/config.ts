@@ -45,7 +45,7 @@ export const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
  */
 const MAX_FAULT_DELAY_S = 120;
 
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** A configuration value that cannot be used; the message names the variable, the value and what is allowed. */

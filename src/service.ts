@@ -79,6 +79,7 @@ export function createService(deps: ServiceDependencies): Service {
   };
 }
 
+/** @public main.ts requires it once telemetry has started, which knip does not follow. */
 export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
   const info: ServiceInfo = { ...packageInfo(), revision: config.buildRevision };

@@ -62,7 +62,7 @@ function closeConnectionAfterResponse(_req: IncomingMessage, res: ServerResponse
   res.setHeader('Connection', 'close');
 }
 
-export async function gracefulShutdown(signal: NodeJS.Signals, options: ShutdownOptions): Promise<void> {
+async function gracefulShutdown(signal: NodeJS.Signals, options: ShutdownOptions): Promise<void> {
   const { apiServer, metricsServer, logger } = options;
   logger.info(
     { signal, delay_s: options.delayMs / 1000, timeout_s: options.timeoutMs / 1000 },

@@ -23,7 +23,7 @@ import { problemAnswer, sendProblem } from './problem';
  * clients) finish a body of up to 32 times the default limit. Beyond either, the client is
  * sending what it was told is refused, and the connection is reset.
  */
-export const LINGERING_CLOSE = { maxMs: 5_000, maxBytes: 32 * 1024 * 1024 } as const;
+const LINGERING_CLOSE = { maxMs: 5_000, maxBytes: 32 * 1024 * 1024 } as const;
 
 /**
  * The most requests one connection may deliver within one turn of the event loop, i.e. send
@@ -61,7 +61,7 @@ export interface Refusal {
 /** The log line of every refusal: at debug when answered, at warn when the connection is closed unanswered. */
 export const REFUSAL_LOG_MESSAGE = 'refused a request before the application';
 
-export interface ConnectionGuard {
+interface ConnectionGuard {
   /** Counts `req` against its connection's pipelining bound; past it, the connection is refused (closed) and false returned. */
   admit(req: IncomingMessage): boolean;
   /**

@@ -11,7 +11,7 @@ import { canAnswerOn } from './connections';
 import { ConnectionClosed } from './request-body';
 
 /** The failure FAULT_ERROR_RATIO throws; its message, in the error log line, says it was injected. */
-export class InjectedFault extends Error {
+class InjectedFault extends Error {
   constructor(errorRatio: number) {
     super(`fault injected on purpose (FAULT_ERROR_RATIO=${errorRatio})`);
     this.name = 'InjectedFault';
@@ -19,7 +19,7 @@ export class InjectedFault extends Error {
 }
 
 /** Runs after the request body was read and before an id is issued. */
-export type FaultInjector = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+type FaultInjector = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
 /** Whether any fault is set. */
 export const faultsSet = (faults: Faults): boolean => faults.faultErrorRatio > 0 || faults.faultDelayMs > 0;

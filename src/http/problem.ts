@@ -6,16 +6,16 @@ import { SECURITY_HEADERS } from './security-headers';
  * `type` is "about:blank" because the HTTP status already says everything a client can act on;
  * the RFC then asks that `title` be the status phrase.
  */
-export interface ProblemDetails {
+interface ProblemDetails {
   type: 'about:blank';
   title: string;
   status: number;
   detail?: string;
 }
 
-export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
-export function problem(status: number, detail?: string): ProblemDetails {
+function problem(status: number, detail?: string): ProblemDetails {
   const body: ProblemDetails = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status };
   if (detail !== undefined) body.detail = detail;
   return body;

@@ -14,7 +14,7 @@ import { canAnswerOn, clientErrorDetail, guardConnections, type LingeringLimits,
  *   ample for a 1 MiB body on a slow link.
  * - connectionsCheckingInterval 5 s: how often Node enforces the two above (default 30 s).
  */
-export const SERVER_TIMEOUTS = {
+const SERVER_TIMEOUTS = {
   keepAliveTimeout: 65_000,
   headersTimeout: 20_000,
   requestTimeout: 30_000,

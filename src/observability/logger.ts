@@ -85,14 +85,14 @@ function isoTimeCachedPerMillisecond(): () => string {
 }
 
 /** How long a log line may wait in the stdout buffer. */
-export const STDOUT_FLUSH_INTERVAL_MS = 250;
+const STDOUT_FLUSH_INTERVAL_MS = 250;
 
 /**
  * The most bytes of log lines held for stdout; lines beyond it are dropped and counted. Tens of
  * thousands of request lines: enough to ride out a log shipper's restart at a normal request
  * rate, for a small share of the chart's memory limit.
  */
-export const STDOUT_BUFFER_MAX_BYTES = 8 * 1024 * 1024;
+const STDOUT_BUFFER_MAX_BYTES = 8 * 1024 * 1024;
 
 /** How long exitAfterFlush waits for stdout to take the last lines before it drops them and exits. */
 export const EXIT_FLUSH_TIMEOUT_MS = 2000;

@@ -14,7 +14,7 @@ export const UNMATCHED_ROUTE = 'unmatched';
  * boundaries (0.005 to 10), below them sub-millisecond ones, because the service answers in a
  * fraction of a millisecond and a quantile inside one bucket is interpolated, not measured.
  */
-export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 
 /**
  * Request series the alert rules divide by, created at 0 when the service starts. rate() needs a

@@ -47,7 +47,7 @@ export interface IncomingRequests {
 }
 
 /** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
-export interface SpanPipelineCounts {
+interface SpanPipelineCounts {
   /** Spans whose processing finished, by error.type: '' exported, 'queue_full' dropped, anything else export failed. */
   readonly processed: ReadonlyMap<string, number>;
   readonly queueSize: number;
@@ -76,7 +76,7 @@ type KoaLayerTypes = NonNullable<
  *   event loop, and a 512-span batch was the largest share of the p99 at half load, for the same
  *   CPU per request (docs/performance.md, "Span batches"). The queue keeps its 2048.
  */
-export const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
+const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,koa,pino',
   OTEL_METRICS_EXPORTER: 'none',
   OTEL_LOGS_EXPORTER: 'none',
@@ -92,7 +92,7 @@ export const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
  * Writes SERVICE_DEFAULTS into `env` where unset. A queue set below the default batch size gets a
  * batch of its own size, as the SDK would make it, without the SDK's warning about a default.
  */
-export function applyServiceDefaults(env: WritableEnv): void {
+function applyServiceDefaults(env: WritableEnv): void {
   const batchSizeUnset = readVariable(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE') === undefined;
   for (const [name, value] of Object.entries(SERVICE_DEFAULTS)) {
     if (readVariable(env, name) === undefined) env[name] = value;
@@ -155,7 +155,10 @@ export function sdkDisabled(env: WritableEnv): boolean {
   return readVariable(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
 }
 
-/** Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required. */
+/**
+ * Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required.
+ * @public main.ts requires it by a computed path, which knip does not follow.
+ */
 export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   if (sdkDisabled(env)) return DISABLED;
   applyServiceDefaults(env);

@@ -1,3 +1,4 @@
+// A stand-in for a Kubernetes node (scripts/ci/README.md).
 // Runs pods of the rendered chart on the Docker engine as the kubelet would (pod-to-docker.ts), for
 // the chart tests that start the image: docker-run, private-ca and diagnostics. Each test file
 // makes one Pods: its own network (where the Service name resolves to the pod, as cluster DNS
@@ -41,7 +42,7 @@ export function logsOf(name: string): string {
 }
 
 /** The loopback address and port Docker published `containerPort` of container `name` on. */
-export function hostPort(name: string, containerPort: number): string {
+function hostPort(name: string, containerPort: number): string {
   const [first = ''] = docker(['port', name, `${containerPort}/tcp`])
     .stdout.trim()
     .split('\n');

@@ -34,7 +34,7 @@ export interface Run {
 }
 
 /** Fails the test with a clear message when helm is not installed: never a silent skip. */
-export function requireHelm(): void {
+function requireHelm(): void {
   if (!existsSync(helmBin)) {
     throw new Error(`helm is missing at ${helmBin}. Install it with: sh scripts/ci/install-helm.sh`);
   }

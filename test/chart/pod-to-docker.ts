@@ -1,3 +1,4 @@
+// A stand-in for a Kubernetes node (scripts/ci/README.md).
 // Translates a rendered pod spec into `docker run` flags, doing what the kubelet and the
 // container runtime would do with it, for the settings this chart uses. Anything it cannot
 // translate faithfully throws, so a new pod setting cannot be silently dropped from the test.
@@ -45,7 +46,7 @@ function millicores(quantity: string | number): number {
 }
 
 /** Kubelet semantics: $(VAR) expands to an earlier variable's value, $$ escapes, unknown stays. */
-export function expand(value: string, defined: Map<string, string>): string {
+function expand(value: string, defined: Map<string, string>): string {
   return value.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (whole, name: string | undefined) => {
     if (name === undefined) return '$';
     return defined.get(name) ?? whole;
@@ -80,7 +81,7 @@ function secretValue(variable: string, ref: ISecretKeySelector, secrets: PodInpu
   return value;
 }
 
-export function containerOf(podSpec: IPodSpec, name: string): IContainer {
+function containerOf(podSpec: IPodSpec, name: string): IContainer {
   return must(
     podSpec.containers.find((c) => c.name === name),
     `container ${name}`,

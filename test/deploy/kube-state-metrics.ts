@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry } from 'prom-client';
 
 /** The container name the chart gives the service (its Chart.Name), which the rules select. */
-export const CONTAINER = 'product-service';
+const CONTAINER = 'product-service';
 
 export interface KubeStateMetrics {
   /** host:port to scrape (path /metrics). */

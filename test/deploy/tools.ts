@@ -73,7 +73,7 @@ export function run(command: string, args: string[], options: { cwd?: string; in
 }
 
 // The parts of a Grafana dashboard these tests read.
-export interface DatasourceRef {
+interface DatasourceRef {
   type?: string;
   uid?: string;
 }
@@ -93,7 +93,7 @@ export interface Panel {
   targets?: Target[];
   panels?: Panel[];
 }
-export interface Variable {
+interface Variable {
   type: string;
   name: string;
   query: unknown;

@@ -8,11 +8,11 @@ import { ROOT } from './paths';
 export const OPENAPI_FILE = join(ROOT, 'openapi.yaml');
 
 /** The parts of an OpenAPI 3.1 document the tests read, after every $ref is resolved. */
-export interface Header {
+interface Header {
   required?: boolean;
   schema: object;
 }
-export interface MediaType {
+interface MediaType {
   schema?: object;
   example?: unknown;
 }
@@ -21,7 +21,7 @@ export interface Response {
   headers?: Record<string, Header>;
   content?: Record<string, MediaType>;
 }
-export interface Operation {
+interface Operation {
   operationId: string;
   responses: Record<string, Response>;
 }

@@ -13,8 +13,8 @@ import { bytesOf, fields, messages, varintOf } from '../../bench/otlp-protobuf.m
  * resource. Over plain HTTP, or over HTTPS with the certificate a test gives it.
  */
 
-export type AttributeValue = string | number | boolean | null;
-export type Attributes = Record<string, AttributeValue>;
+type AttributeValue = string | number | boolean | null;
+type Attributes = Record<string, AttributeValue>;
 
 export interface ReceivedSpan {
   /** Lower-case hex, as in a traceparent header and in the log lines. */
@@ -35,7 +35,7 @@ export interface ReceivedSpan {
   resource: Attributes;
 }
 
-export interface ReceivedLogRecord {
+interface ReceivedLogRecord {
   /** Lower-case hex; "" when the record was emitted outside a span. */
   traceId: string;
   spanId: string;
@@ -86,7 +86,7 @@ export interface OtlpReceiver {
 }
 
 /** One export request, as received. */
-export interface ExportRequest {
+interface ExportRequest {
   contentType: string;
   headers: IncomingHttpHeaders;
   /** When it arrived (performance.now(), ms). */
