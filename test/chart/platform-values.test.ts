@@ -323,6 +323,11 @@ const refused: { what: string; args: string[]; message: RegExp }[] = [
   },
   { what: 'an init container without an image', args: ['--set', 'initContainers[0].name=wait'], message: /at '\/initContainers\/0': missing property 'image'/ },
   { what: 'an unknown dnsPolicy', args: ['--set', 'dnsPolicy=Cluster'], message: /at '\/dnsPolicy'/ },
+  {
+    what: 'an HPA whose minReplicas exceeds its maxReplicas',
+    args: ['--set', 'autoscaling.enabled=true', '--set', 'autoscaling.minReplicas=5', '--set', 'autoscaling.maxReplicas=2'],
+    message: /autoscaling.minReplicas must not exceed autoscaling.maxReplicas/,
+  },
 ];
 
 describe.each(refused)('values refused: $what', ({ args, message }) => {
