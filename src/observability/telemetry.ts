@@ -155,10 +155,7 @@ export function sdkDisabled(env: WritableEnv): boolean {
   return readVariable(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
 }
 
-/**
- * Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required.
- * @public main.ts requires it by a computed path, which knip does not follow.
- */
+/** Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required. @public */
 export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   if (sdkDisabled(env)) return DISABLED;
   applyServiceDefaults(env);

@@ -181,7 +181,7 @@ describe('base images', () => {
   });
 
   it.each([
-    ['a tag alone', 'FROM node:24-bookworm-slim AS build\n', /node:24-bookworm-slim is not pinned/],
+    ['a tag alone', 'FROM node:26-trixie-slim AS build\n', /node:26-trixie-slim is not pinned/],
     ['a digest without its tag', `FROM node@sha256:${'a'.repeat(64)} AS build\n`, /is not pinned as <name>:<tag>@sha256/],
     ['a build argument without a pinned default', 'ARG NODE_IMAGE\nFROM ${NODE_IMAGE:-node} AS build\n', /node is not a pinned base-image stage/],
     [
