@@ -121,6 +121,12 @@ describe('Grafana dashboard', () => {
     }
   });
 
+  it('searches slow traces of the selected namespace only', () => {
+    const table = allPanels(dashboard).find((panel) => panel.title?.startsWith('Slow POST /product requests'));
+    const query = (table?.targets?.[0] as { query?: string } | undefined)?.query ?? '';
+    expect(query).toContain('resource.k8s.namespace.name = "$namespace"');
+  });
+
   it('says on every panel what it measures', () => {
     for (const panel of allPanels(dashboard).filter((p) => p.type !== 'row')) {
       expect((panel as Panel & { description?: string }).description ?? '', panel.title).toMatch(/^.{60,}$/s);
