@@ -111,6 +111,22 @@ describe('Grafana dashboard', () => {
     (_name, expr) => checkQuery(expr),
   );
 
+  // Kubelet probes (GET /health every few seconds per pod) are not users: a panel of every route
+  // leaves them out, so that traffic that stops does not look like a trickle.
+  it('leaves the probes out of every request panel that is not about one route', () => {
+    for (const { panel, expr } of targets) {
+      for (const [whole, matchers = ''] of expr.matchAll(/http_server_request_duration_seconds\w*\{([^{}]*)\}/g)) {
+        if (!/http_route="/.test(matchers)) expect(matchers, `${panel.title}: ${whole}`).toContain('http_route!="/health"');
+      }
+    }
+  });
+
+  it('searches slow traces of the selected namespace only', () => {
+    const table = allPanels(dashboard).find((panel) => panel.title?.startsWith('Slow POST /product requests'));
+    const query = (table?.targets?.[0] as { query?: string } | undefined)?.query ?? '';
+    expect(query).toContain('resource.k8s.namespace.name = "$namespace"');
+  });
+
   it('says on every panel what it measures', () => {
     for (const panel of allPanels(dashboard).filter((p) => p.type !== 'row')) {
       expect((panel as Panel & { description?: string }).description ?? '', panel.title).toMatch(/^.{60,}$/s);

@@ -184,8 +184,8 @@ interface Setup {
   collector?: boolean;
   /** POST /product requests a second, sent to the newest pod all along. */
   traffic?: number;
-  /** Thresholds the rules are rendered with, beyond live-alerts.values.yaml. */
-  thresholds?: Record<string, number>;
+  /** Alert values the rules are rendered with, beyond live-alerts.values.yaml. */
+  alerts?: Record<string, Record<string, number>>;
   /** The first pod's environment and stdout. */
   env?: Record<string, string>;
   stdout?: PodOptions['stdout'];
@@ -197,14 +197,19 @@ const NAMESPACES = {
   notscraped: { ksm: MEMORY_LIMIT },
   errors: { collector: true, traffic: 4 },
   slow: { traffic: 4 },
-  noids: { traffic: 0.5 },
+  // ProductServiceQuietFailures pages first for failures answered 5xx: out of reach here, so that
+  // NoIdsIssued is seen paging on its own.
+  noids: { traffic: 0.5, alerts: { ProductServiceQuietFailures: { minFailures: 1000 } } },
+  quietfailures: { traffic: 0.5 },
+  stopped: {},
   restarts: {},
-  memory: { ksm: LARGE_MEMORY_LIMIT, thresholds: { ProductServiceMemoryNearLimit: 0.1 } },
-  heap: { thresholds: { ProductServiceHeapNearLimit: 0.05 }, env: { NODE_OPTIONS: heapOf(LARGE_MEMORY_LIMIT) } },
-  saturated: { stdout: 'discard' },
+  memory: { ksm: LARGE_MEMORY_LIMIT, alerts: { ProductServiceMemoryNearLimit: { threshold: 0.1 } } },
+  heap: { alerts: { ProductServiceHeapNearLimit: { threshold: 0.05 } }, env: { NODE_OPTIONS: heapOf(LARGE_MEMORY_LIMIT) } },
+  // A trickle goes on after the flood stops, as in production: the flood's end is no traffic stop.
+  saturated: { stdout: 'discard', traffic: 0.5 },
   logdrop: { stdout: 'fifo', traffic: 2 },
   exportfail: { collector: true, traffic: 5 },
-  spansdrop: { collector: true },
+  spansdrop: { collector: true, traffic: 0.5 },
 } satisfies Record<string, Setup>;
 type NamespaceName = keyof typeof NAMESPACES;
 
@@ -423,9 +428,8 @@ describe('every alert the chart renders, fired by the real service', () => {
           ksm.addPod(name, pod.name, setup.ksm);
         }
         // A values file rather than --set, which passes decimals as strings.
-        const alertValues = Object.fromEntries(Object.entries(setup.thresholds ?? {}).map(([alert, threshold]) => [alert, { threshold }]));
         const values = join(dir, `values-${name}.yaml`);
-        writeFileSync(values, stringify({ monitoring: { prometheusRule: { alerts: alertValues } } }));
+        writeFileSync(values, stringify({ monitoring: { prometheusRule: { alerts: setup.alerts ?? {} } } }));
         const rules = join(dir, `rules-${name}.yaml`);
         writeFileSync(rules, renderRules({ release: RELEASE, namespace: name, values: [VALUES, values] }));
         return rules;
@@ -470,19 +474,33 @@ describe('every alert the chart renders, fired by the real service', () => {
   });
 
   it.concurrent(
-    'ProductServiceDown and ProductServiceTargetDown: the only pod killed; then scaled to zero',
+    'ProductServiceTargetDown: one of two pods killed; ProductServiceDown, alone, when the last pod is killed; then scaled to zero',
     async () => {
       const space = ns.down;
       let pod = space.serving;
+      // A second replica, killed: the service still serves, one warning.
+      const second = await space.start();
+      await space.scrapedOnce(second);
       let t0 = Date.now();
-      await space.kill(pod);
-      // What kube-state-metrics reports once the pod's readiness probe fails.
-      ksm.setAvailableReplicas(space.name, JOB, 0);
-      const [downFired, targetFired] = await Promise.all([space.fired('ProductServiceDown', t0), space.fired('ProductServiceTargetDown', t0)]);
+      await space.kill(second);
+      const targetFired = await space.fired('ProductServiceTargetDown', t0);
       let t1 = Date.now();
+      space.unscrape(second);
+      await space.dropped(second);
+      const targetResolved = await space.resolved('ProductServiceTargetDown', t1);
+      space.serving = pod;
+
+      // The only pod killed: one outage, one page. TargetDown stays silent while Down's condition holds.
+      t0 = Date.now();
+      // What kube-state-metrics reports once the pod's readiness probe fails; set first, so that no
+      // scrape sees the pod gone while still available.
+      ksm.setAvailableReplicas(space.name, JOB, 0);
+      await space.kill(pod);
+      const downFired = await space.fired('ProductServiceDown', t0);
+      t1 = Date.now();
       pod = await space.restart(pod);
       ksm.setAvailableReplicas(space.name, JOB, 1);
-      const [downResolved, targetResolved] = await Promise.all([space.resolved('ProductServiceDown', t1), space.resolved('ProductServiceTargetDown', t1)]);
+      const downResolved = await space.resolved('ProductServiceDown', t1);
       rows.push(
         {
           alert: 'ProductServiceDown',
@@ -493,12 +511,15 @@ describe('every alert the chart renders, fired by the real service', () => {
         },
         {
           alert: 'ProductServiceTargetDown',
-          did: 'Killed the pod (SIGKILL)',
-          ended: 'Pod started again',
+          did: 'Killed one of two pods (SIGKILL)',
+          ended: 'The pod left the scrape targets (deleted)',
           fireSeconds: targetFired,
           resolveSeconds: targetResolved,
         },
       );
+      const targetDownSightings = (): number =>
+        watcher.sightings.filter((s) => s.namespace === space.name && s.alert === 'ProductServiceTargetDown' && s.state === 'firing' && s.at >= t0).length;
+      expect(targetDownSightings()).toBe(0);
 
       // Scaled to zero: no pod, so no target and no `up` series at all.
       t0 = Date.now();
@@ -594,6 +615,54 @@ describe('every alert the chart renders, fired by the real service', () => {
         resolveSeconds: resolved,
       });
       expect(space.firedHere()).toEqual(['ProductServiceNoIdsIssued']);
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+
+  it.concurrent(
+    'ProductServiceQuietFailures: a rollout with FAULT_ERROR_RATIO=0.5 under the traffic guard of the burn rates',
+    async () => {
+      const space = ns.quietfailures;
+      const t0 = await space.rollout({ FAULT_ERROR_RATIO: '0.5' });
+      const fired = await space.fired('ProductServiceQuietFailures', t0, 'availability');
+      const t1 = await space.rollout({});
+      const resolved = await space.resolved('ProductServiceQuietFailures', t1, 'availability');
+      rows.push({
+        alert: 'ProductServiceQuietFailures',
+        slo: 'availability',
+        did: 'Rolled out `FAULT_ERROR_RATIO=0.5` under one POST /product every 2 s (below `minRequestRate`, 1/s here)',
+        ended: 'Rolled out without the fault',
+        fireSeconds: fired,
+        resolveSeconds: resolved,
+      });
+      // Ids are still issued: NoIdsIssued stays silent, and the burn rates are under their guard.
+      expect(space.firedHere()).toEqual(['ProductServiceQuietFailures']);
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+
+  it.concurrent(
+    'ProductServiceTrafficStopped: POST /product stops reaching a healthy pod after a sustained rate',
+    async () => {
+      const space = ns.stopped;
+      const requests = traffic(4, () => space.serving);
+      // The prior window (20 s here) filled with traffic, then nothing arrives; the pod stays up.
+      await sleep(25_000);
+      await requests.stop();
+      const t0 = Date.now();
+      const fired = await space.fired('ProductServiceTrafficStopped', t0);
+      const t1 = Date.now();
+      // It runs on to the end of the suite (afterAll stops it): the namespace ends as it started, served.
+      steadyTraffic.push(traffic(4, () => space.serving));
+      const resolved = await space.resolved('ProductServiceTrafficStopped', t1);
+      rows.push({
+        alert: 'ProductServiceTrafficStopped',
+        did: 'Stopped 4 POST /product a second after 25 s of them; the pod kept answering scrapes',
+        ended: 'Traffic again',
+        fireSeconds: fired,
+        resolveSeconds: resolved,
+      });
+      expect(space.firedHere()).toEqual(['ProductServiceTrafficStopped']);
     },
     SCENARIO_TIMEOUT_MS,
   );

@@ -40,6 +40,8 @@ const ALERTS = [
   'ProductServiceTargetDown',
   'ProductServiceErrorBudgetBurnFast',
   'ProductServiceErrorBudgetBurnSlow',
+  'ProductServiceQuietFailures',
+  'ProductServiceTrafficStopped',
   'ProductServiceNoIdsIssued',
   'ProductServiceEventLoopSaturated',
   'ProductServicePodRestarting',
@@ -239,9 +241,18 @@ describe('alert and recording rules rendered from the chart', () => {
   it('leave out the alerts disabled in the values, and nothing else', () => {
     const rules = parseRules(renderRules({ ...RELEASE, values: [join(TESTS_DIR, 'tuned.values.yaml')] }));
     expect(alertsOf(rules).map((rule) => rule.alert)).toEqual(ALERTS.filter((alert) => alert !== 'ProductServiceTargetDown'));
-    // NoIdsIssued defers to the fast burn only while that alert exists.
-    const disabledFast = parseRules(renderRules({ ...RELEASE, set: ['monitoring.prometheusRule.disabled.ProductServiceErrorBudgetBurnFast=true'] }));
-    expect(alertsOf(disabledFast).find((rule) => rule.alert === 'ProductServiceNoIdsIssued')?.expr).not.toContain('ALERTS');
+    // An alert defers to another only while that alert exists.
+    const disabled = parseRules(
+      renderRules({
+        ...RELEASE,
+        set: ['ProductServiceErrorBudgetBurnFast', 'ProductServiceQuietFailures', 'ProductServiceDown'].map(
+          (alert) => `monitoring.prometheusRule.disabled.${alert}=true`,
+        ),
+      }),
+    );
+    const exprOf = (name: string): string => alertsOf(disabled).find((rule) => rule.alert === name)?.expr ?? '';
+    expect(exprOf('ProductServiceNoIdsIssued')).not.toContain('ALERTS');
+    expect(exprOf('ProductServiceTargetDown').trim()).toBe('up{job="products-product-service", namespace="shop"} == 0');
   });
 
   // The unit tests can fail: with ProductServiceDown's `for` at 10 minutes, the alerts test's
