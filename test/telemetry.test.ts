@@ -24,6 +24,11 @@ const DIAGNOSTIC_LINE = /^opentelemetry (error|warn|info|debug|verbose): \S/;
 const USER_AGENT = 'telemetry-test/1.0';
 /** Batches leave every 200 ms instead of every second, so spans reach the receiver within a test. */
 const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '200' } as const;
+/**
+ * The test client connects from 127.0.0.1, trusted as a proxy by the services below unless a test
+ * says otherwise, so that the trace context it sends is believed ("whose trace context is believed").
+ */
+const TRUSTED_CLIENT = { TRUSTED_PROXIES: '127.0.0.1' } as const;
 
 // ---- requests ----
 
@@ -91,6 +96,15 @@ async function spansAfterMarker(svc: ServiceProcess, collector: OtlpReceiver, pr
   return collector.waitForSpans((span) => span.traceId === marker.traceId);
 }
 
+/** The one span whose user_agent.original is `userAgent`, waited for: found whatever trace it is in. */
+async function spanWithUserAgent(collector: OtlpReceiver, userAgent: string): Promise<ReceivedSpan> {
+  const spans = (await collector.waitForSpans((s) => s.attributes['user_agent.original'] === userAgent)).filter(
+    (s) => s.attributes['user_agent.original'] === userAgent,
+  );
+  expect(spans).toHaveLength(1);
+  return spans[0] as ReceivedSpan;
+}
+
 /** The one span of a traced request, waited for. */
 async function spanOf(collector: OtlpReceiver, traceId: string): Promise<ReceivedSpan> {
   const [span] = spansOfTrace(await collector.waitForSpans((s) => s.traceId === traceId), traceId);
@@ -133,7 +147,7 @@ async function receiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}
   return started;
 }
 async function service(env: Record<string, string>): Promise<ServiceProcess> {
-  const started = await startService(env);
+  const started = await startService({ ...TRUSTED_CLIENT, ...env });
   cleanups.push(() => started.stop('SIGKILL'));
   return started;
 }
@@ -153,7 +167,7 @@ function sharedExportingService(env: Record<string, string> = {}): { collector: 
   const shared = {} as { collector: OtlpReceiver; svc: ServiceProcess };
   beforeAll(async () => {
     shared.collector = await startOtlpReceiver('ok');
-    shared.svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: shared.collector.url, ...FAST_EXPORT, ...env });
+    shared.svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: shared.collector.url, ...FAST_EXPORT, ...TRUSTED_CLIENT, ...env });
   });
   afterAll(async () => {
     await shared.svc.stop('SIGKILL');
@@ -357,6 +371,62 @@ describe('span status and name of 4xx answers', () => {
   });
 });
 
+describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
+  /** A client's traceparent (flags 00: "do not trace this", or 01), tracestate and baggage, on a POST /product with a User-Agent of its own. */
+  async function postWithClientContext(svc: ServiceProcess, flags: '00' | '01'): Promise<{ trace: TraceContext; userAgent: string }> {
+    const trace = newTraceContext();
+    const userAgent = `trust-test/${randomBytes(6).toString('hex')}`;
+    const headers = {
+      traceparent: trace.traceparent.replace(/-01$/, `-${flags}`),
+      tracestate: 'vendor=chosen-by-client',
+      baggage: 'user=forged',
+      'user-agent': userAgent,
+    };
+    expect((await postProduct(svc, headers)).status).toBe(201);
+    return { trace, userAgent };
+  }
+
+  describe('a client that is not a trusted proxy (TRUSTED_PROXIES unset, the default)', () => {
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
+
+    it.each(['00', '01'] as const)(
+      "traceparent flags %s: the request is traced in a new trace (not the client's), with no parent and no tracestate, and its log line carries that trace",
+      async (flags) => {
+        const { svc, collector } = shared;
+        const { trace, userAgent } = await postWithClientContext(svc, flags);
+        const span = await spanWithUserAgent(collector, userAgent);
+        expect(span.traceId).toMatch(/^[0-9a-f]{32}$/);
+        expect(span.traceId).not.toBe(trace.traceId);
+        expect(span).toMatchObject({ parentSpanId: '', traceState: '', name: 'POST /product' });
+        expect(JSON.stringify(span.attributes)).not.toContain('forged');
+        expect(await requestLogLine(svc, span.traceId)).toMatchObject({ span_id: span.spanId, trace_flags: '01' });
+        expect(svc.logLines().filter((line) => JSON.stringify(line).includes(trace.traceId))).toEqual([]);
+      },
+    );
+  });
+
+  describe('a trusted proxy (TRUSTED_PROXIES=127.0.0.1)', () => {
+    const shared = sharedExportingService(TRUSTED_CLIENT);
+
+    it('traceparent flags 01: the span joins its trace, child of its span, with its tracestate', async () => {
+      const { svc, collector } = shared;
+      const { trace, userAgent } = await postWithClientContext(svc, '01');
+      expect(await spanWithUserAgent(collector, userAgent)).toMatchObject({
+        traceId: trace.traceId,
+        parentSpanId: trace.parentSpanId,
+        traceState: 'vendor=chosen-by-client',
+      });
+      expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ trace_flags: '01' });
+    });
+
+    it('traceparent flags 00: the default parent-based sampler follows its decision, no span', async () => {
+      const { svc, collector } = shared;
+      const { userAgent } = await postWithClientContext(svc, '00');
+      expect((await spansAfterMarker(svc, collector)).filter((span) => span.attributes['user_agent.original'] === userAgent)).toEqual([]);
+    });
+  });
+});
+
 describe('what a span records of a hostile request', () => {
   /** What the client makes up: none of it may reach a span. */
   const FORGED = ['tok_live_51Hx', 'hunter2', 'forged.example', '203.0.113.66', '198.51.100.7'];
@@ -369,7 +439,7 @@ describe('what a span records of a hostile request', () => {
     'X-Forwarded-Proto: https',
   ];
 
-  /** Sends `target` with `headers` and a fresh traceparent on a raw socket; returns the answer's status and the span. */
+  /** Sends `target` with `headers` and a User-Agent of its own on a raw socket; returns the answer's status and the span, found by that User-Agent. */
   async function tracedRequest(
     svc: ServiceProcess,
     collector: OtlpReceiver,
@@ -377,17 +447,17 @@ describe('what a span records of a hostile request', () => {
     target: string,
     headers: string[],
   ): Promise<{ status: number; span: ReceivedSpan }> {
-    const trace = newTraceContext();
-    const head = [`${method} ${target} HTTP/1.1`, ...headers, `traceparent: ${trace.traceparent}`, 'Content-Length: 0', 'Connection: close'];
+    const userAgent = `hostile-test/${randomBytes(6).toString('hex')}`;
+    const head = [`${method} ${target} HTTP/1.1`, ...headers, `User-Agent: ${userAgent}`, 'Content-Length: 0', 'Connection: close'];
     const { status } = parseResponse(await rawExchange(svc.port, `${head.join('\r\n')}\r\n\r\n`));
-    return { status, span: await spanOf(collector, trace.traceId) };
+    return { status, span: await spanWithUserAgent(collector, userAgent) };
   }
 
   /** Every attribute value of the span, its name and its resource, as one string to search. */
   const everythingIn = (span: ReceivedSpan): string => JSON.stringify([span.name, span.attributes, span.resource]);
 
   describe('with the defaults', () => {
-    const shared = sharedExportingService();
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
 
     it('the query string is REDACTED, names and values; client.address and server.address come from the socket, not from Host, Forwarded or X-Forwarded-*', async () => {
       const { svc, collector } = shared;

@@ -44,6 +44,8 @@ export interface IncomingRequests {
   untraced(request: IncomingMessage): boolean;
   /** Attributes of the server span that replace instrumentation-http's own (span-attributes.ts). */
   spanAttributes(request: IncomingMessage): Attributes;
+  /** Whether the request's trace headers are believed: it came from a proxy in TRUSTED_PROXIES. */
+  traceContextTrusted(request: IncomingMessage): boolean;
 }
 
 /** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
@@ -189,12 +191,19 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
         })()
       : undefined;
   // Until the service describes its requests, none arrive: it does so before it listens.
-  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}) };
+  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}), traceContextTrusted: () => false };
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
-      // Its attributes are merged over the instrumentation's own before the span starts.
-      startIncomingSpanHook: (request) => incoming.spanAttributes(request),
+      // Its attributes are merged over the instrumentation's own before the span starts. The trace
+      // context is extracted right after it: an untrusted client's trace headers (those of the
+      // configured propagators) are dropped first, so that its request starts a trace of its own,
+      // which the sampler decides on, instead of hiding itself (flags 00), choosing the trace id
+      // its log line carries, or having its tracestate and baggage exported.
+      startIncomingSpanHook: (request) => {
+        if (!incoming.traceContextTrusted(request)) for (const field of api.propagation.fields()) Reflect.deleteProperty(request.headers, field);
+        return incoming.spanAttributes(request);
+      },
     },
     // A span per Koa middleware or router layer would repeat the server span; the app sets the
     // route on it (http/middleware.ts) and the http instrumentation names the span from it.
