@@ -6,14 +6,18 @@
 // would. Only the entry point starts telemetry, before it requires the service, because the
 // instrumentations patch http, koa and pino as they are required: an in-process service has no spans.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:net';
-import { hostname } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, samples, scrape } from './support/exposition';
 import { parseResponse, rawExchange } from './support/raw-http';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan, type ReceiverMode, type ReceiverOptions } from './support/otlp-receiver';
 import { freePort, startService, VERSION, type ServiceProcess } from './support/service-process';
+import { ROOT } from './support/paths';
 
 /** OTLP's SpanKind.SERVER and StatusCode.ERROR. */
 const SPAN_KIND_SERVER = 2;
@@ -424,6 +428,45 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
       const { userAgent } = await postWithClientContext(svc, '00');
       expect((await spansAfterMarker(svc, collector)).filter((span) => span.attributes['user_agent.original'] === userAgent)).toEqual([]);
     });
+  });
+});
+
+describe("the OpenTelemetry Operator's Node.js injection (an SDK preloaded through NODE_OPTIONS --require)", () => {
+  it('only the preloaded SDK runs: one server span per request, none from this service, and one stderr line saying which SDK traces', async () => {
+    // Stands in for the operator's autoinstrumentation.js: a NodeSDK with the auto-instrumentations,
+    // started before the service; its span processor prints each ended span on stderr.
+    const dir = mkdtempSync(join(tmpdir(), 'operator-stand-in-'));
+    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    const standIn = join(dir, 'autoinstrumentation.js');
+    const resolve = (name: string): string => JSON.stringify(require.resolve(name, { paths: [ROOT] }));
+    writeFileSync(
+      standIn,
+      `const { NodeSDK } = require(${resolve('@opentelemetry/sdk-node')});
+const { getNodeAutoInstrumentations } = require(${resolve('@opentelemetry/auto-instrumentations-node')});
+const print = { onStart() {}, onEnd(span) { process.stderr.write('stand-in span: ' + span.name + '\\n'); }, forceFlush: async () => {}, shutdown: async () => {} };
+new NodeSDK({ instrumentations: [getNodeAutoInstrumentations()], spanProcessors: [print] }).start();
+`,
+    );
+    const collector = await receiver();
+    const svc = await service({
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      ...FAST_EXPORT,
+      OTEL_METRICS_EXPORTER: 'none',
+      OTEL_LOGS_EXPORTER: 'none',
+      NODE_OPTIONS: `--require ${standIn}`,
+    });
+    expect((await postProduct(svc, w3c(newTraceContext()))).status).toBe(201);
+    await vi.waitFor(() => expect(svc.stderr()).toMatch(/stand-in span: POST/), { timeout: 10_000 });
+    await sleep(1500); // a second SDK's span, or its export, would have come by now
+    expect(svc.stderr().match(/stand-in span: POST/g)).toHaveLength(1);
+    expect(collector.requests).toEqual([]);
+    expect(svc.stderr()).not.toMatch(/duplicate registration/i);
+    const said = svc
+      .stderr()
+      .split('\n')
+      .filter((line) => line.startsWith('product-service: another OpenTelemetry SDK is running'));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toContain(`NODE_OPTIONS requires ${standIn}`);
   });
 });
 

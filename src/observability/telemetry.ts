@@ -157,9 +157,27 @@ export function sdkDisabled(env: WritableEnv): boolean {
   return readVariable(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
 }
 
+/**
+ * Whether an OpenTelemetry SDK already registered a tracer provider in this process: one that
+ * `NODE_OPTIONS=--require` loaded first, as the OpenTelemetry Operator's Node.js injection does.
+ * Read from the API's global slot itself, which every 1.x copy of @opentelemetry/api shares, since
+ * that copy's version may be one this one's accessors would not answer for.
+ */
+function tracerProviderRegistered(): boolean {
+  return (globalThis as Record<symbol, { trace?: unknown } | undefined>)[Symbol.for('opentelemetry.js.api.1')]?.trace !== undefined;
+}
+
 /** Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required. */
 export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   if (sdkDisabled(env)) return DISABLED;
+  // A second SDK would patch http again and fail to register: the one already running stays alone.
+  if (tracerProviderRegistered()) {
+    const preloaded = [...(env.NODE_OPTIONS ?? '').matchAll(/(?:--require|-r)[= ]\s*(\S+)/g)].map((match) => match[1]).join(', ');
+    process.stderr.write(
+      `product-service: another OpenTelemetry SDK is running (NODE_OPTIONS requires ${preloaded || 'none'}; the OpenTelemetry Operator's injection does this): it alone traces, with its own settings, and this service's SDK is not started (no probe filtering, span attribute rules or trusted trace context)\n`,
+    );
+    return DISABLED;
+  }
   applyServiceDefaults(env);
   keepValidResourceAttributes(env, (message) => process.stderr.write(`product-service: ${message}\n`));
 
