@@ -14,7 +14,7 @@ import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies }
 import { createHttpServer, type ServerOptions } from './http/server';
 import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
 import { createMetrics, type Metrics } from './observability/metrics';
-import { createSpanAttributes } from './observability/span-attributes';
+import { createSpanAttributes, fromTrustedProxy } from './observability/span-attributes';
 import type { IncomingRequests, Telemetry } from './observability/telemetry';
 import { packageInfo, type ServiceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
@@ -75,6 +75,7 @@ export function createService(deps: ServiceDependencies): Service {
         queryParams: config.traceQueryParams,
         trustedProxies: config.trustedProxies,
       }),
+      traceContextTrusted: fromTrustedProxy(config.trustedProxies),
     },
   };
 }

@@ -160,7 +160,13 @@ describe('faults in the built service', () => {
   let svc: ServiceProcess;
   beforeAll(async () => {
     collector = await startOtlpReceiver('ok');
-    svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '100', FAULT_ERROR_RATIO: '1', FAULT_DELAY: '0.1' });
+    svc = await startService({
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      FAULT_ERROR_RATIO: '1',
+      FAULT_DELAY: '0.1',
+      TRUSTED_PROXIES: '127.0.0.1',
+    }); // the traceparent it sends is believed
   });
   afterAll(async () => {
     await svc.stop('SIGKILL');

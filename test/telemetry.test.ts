@@ -6,14 +6,18 @@
 // would. Only the entry point starts telemetry, before it requires the service, because the
 // instrumentations patch http, koa and pino as they are required: an in-process service has no spans.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:net';
-import { hostname } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, samples, scrape } from './support/exposition';
 import { parseResponse, rawExchange } from './support/raw-http';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan, type ReceiverMode, type ReceiverOptions } from './support/otlp-receiver';
 import { freePort, startService, VERSION, type ServiceProcess } from './support/service-process';
+import { ROOT } from './support/paths';
 
 /** OTLP's SpanKind.SERVER and StatusCode.ERROR. */
 const SPAN_KIND_SERVER = 2;
@@ -24,6 +28,11 @@ const DIAGNOSTIC_LINE = /^opentelemetry (error|warn|info|debug|verbose): \S/;
 const USER_AGENT = 'telemetry-test/1.0';
 /** Batches leave every 200 ms instead of every second, so spans reach the receiver within a test. */
 const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '200' } as const;
+/**
+ * The test client connects from 127.0.0.1, trusted as a proxy by the services below unless a test
+ * says otherwise, so that the trace context it sends is believed ("whose trace context is believed").
+ */
+const TRUSTED_CLIENT = { TRUSTED_PROXIES: '127.0.0.1' } as const;
 
 // ---- requests ----
 
@@ -91,6 +100,15 @@ async function spansAfterMarker(svc: ServiceProcess, collector: OtlpReceiver, pr
   return collector.waitForSpans((span) => span.traceId === marker.traceId);
 }
 
+/** The one span whose user_agent.original is `userAgent`, waited for: found whatever trace it is in. */
+async function spanWithUserAgent(collector: OtlpReceiver, userAgent: string): Promise<ReceivedSpan> {
+  const spans = (await collector.waitForSpans((s) => s.attributes['user_agent.original'] === userAgent)).filter(
+    (s) => s.attributes['user_agent.original'] === userAgent,
+  );
+  expect(spans).toHaveLength(1);
+  return spans[0] as ReceivedSpan;
+}
+
 /** The one span of a traced request, waited for. */
 async function spanOf(collector: OtlpReceiver, traceId: string): Promise<ReceivedSpan> {
   const [span] = spansOfTrace(await collector.waitForSpans((s) => s.traceId === traceId), traceId);
@@ -133,7 +151,7 @@ async function receiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}
   return started;
 }
 async function service(env: Record<string, string>): Promise<ServiceProcess> {
-  const started = await startService(env);
+  const started = await startService({ ...TRUSTED_CLIENT, ...env });
   cleanups.push(() => started.stop('SIGKILL'));
   return started;
 }
@@ -153,7 +171,7 @@ function sharedExportingService(env: Record<string, string> = {}): { collector: 
   const shared = {} as { collector: OtlpReceiver; svc: ServiceProcess };
   beforeAll(async () => {
     shared.collector = await startOtlpReceiver('ok');
-    shared.svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: shared.collector.url, ...FAST_EXPORT, ...env });
+    shared.svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: shared.collector.url, ...FAST_EXPORT, ...TRUSTED_CLIENT, ...env });
   });
   afterAll(async () => {
     await shared.svc.stop('SIGKILL');
@@ -357,6 +375,101 @@ describe('span status and name of 4xx answers', () => {
   });
 });
 
+describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
+  /** A client's traceparent (flags 00: "do not trace this", or 01), tracestate and baggage, on a POST /product with a User-Agent of its own. */
+  async function postWithClientContext(svc: ServiceProcess, flags: '00' | '01'): Promise<{ trace: TraceContext; userAgent: string }> {
+    const trace = newTraceContext();
+    const userAgent = `trust-test/${randomBytes(6).toString('hex')}`;
+    const headers = {
+      traceparent: trace.traceparent.replace(/-01$/, `-${flags}`),
+      tracestate: 'vendor=chosen-by-client',
+      baggage: 'user=forged',
+      'user-agent': userAgent,
+    };
+    expect((await postProduct(svc, headers)).status).toBe(201);
+    return { trace, userAgent };
+  }
+
+  describe('a client that is not a trusted proxy (TRUSTED_PROXIES unset, the default)', () => {
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
+
+    it.each(['00', '01'] as const)(
+      "traceparent flags %s: the request is traced in a new trace (not the client's), with no parent and no tracestate, and its log line carries that trace",
+      async (flags) => {
+        const { svc, collector } = shared;
+        const { trace, userAgent } = await postWithClientContext(svc, flags);
+        const span = await spanWithUserAgent(collector, userAgent);
+        expect(span.traceId).toMatch(/^[0-9a-f]{32}$/);
+        expect(span.traceId).not.toBe(trace.traceId);
+        expect(span).toMatchObject({ parentSpanId: '', traceState: '', name: 'POST /product' });
+        expect(JSON.stringify(span.attributes)).not.toContain('forged');
+        expect(await requestLogLine(svc, span.traceId)).toMatchObject({ span_id: span.spanId, trace_flags: '01' });
+        expect(svc.logLines().filter((line) => JSON.stringify(line).includes(trace.traceId))).toEqual([]);
+      },
+    );
+  });
+
+  describe('a trusted proxy (TRUSTED_PROXIES=127.0.0.1)', () => {
+    const shared = sharedExportingService(TRUSTED_CLIENT);
+
+    it('traceparent flags 01: the span joins its trace, child of its span, with its tracestate', async () => {
+      const { svc, collector } = shared;
+      const { trace, userAgent } = await postWithClientContext(svc, '01');
+      expect(await spanWithUserAgent(collector, userAgent)).toMatchObject({
+        traceId: trace.traceId,
+        parentSpanId: trace.parentSpanId,
+        traceState: 'vendor=chosen-by-client',
+      });
+      expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ trace_flags: '01' });
+    });
+
+    it('traceparent flags 00: the default parent-based sampler follows its decision, no span', async () => {
+      const { svc, collector } = shared;
+      const { userAgent } = await postWithClientContext(svc, '00');
+      expect((await spansAfterMarker(svc, collector)).filter((span) => span.attributes['user_agent.original'] === userAgent)).toEqual([]);
+    });
+  });
+});
+
+describe("the OpenTelemetry Operator's Node.js injection (an SDK preloaded through NODE_OPTIONS --require)", () => {
+  it('only the preloaded SDK runs: one server span per request, none from this service, and one stderr line saying which SDK traces', async () => {
+    // Stands in for the operator's autoinstrumentation.js: a NodeSDK with the auto-instrumentations,
+    // started before the service; its span processor prints each ended span on stderr.
+    const dir = mkdtempSync(join(tmpdir(), 'operator-stand-in-'));
+    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    const standIn = join(dir, 'autoinstrumentation.js');
+    const resolve = (name: string): string => JSON.stringify(require.resolve(name, { paths: [ROOT] }));
+    writeFileSync(
+      standIn,
+      `const { NodeSDK } = require(${resolve('@opentelemetry/sdk-node')});
+const { getNodeAutoInstrumentations } = require(${resolve('@opentelemetry/auto-instrumentations-node')});
+const print = { onStart() {}, onEnd(span) { process.stderr.write('stand-in span: ' + span.name + '\\n'); }, forceFlush: async () => {}, shutdown: async () => {} };
+new NodeSDK({ instrumentations: [getNodeAutoInstrumentations()], spanProcessors: [print] }).start();
+`,
+    );
+    const collector = await receiver();
+    const svc = await service({
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      ...FAST_EXPORT,
+      OTEL_METRICS_EXPORTER: 'none',
+      OTEL_LOGS_EXPORTER: 'none',
+      NODE_OPTIONS: `--require ${standIn}`,
+    });
+    expect((await postProduct(svc, w3c(newTraceContext()))).status).toBe(201);
+    await vi.waitFor(() => expect(svc.stderr()).toMatch(/stand-in span: POST/), { timeout: 10_000 });
+    await sleep(1500); // a second SDK's span, or its export, would have come by now
+    expect(svc.stderr().match(/stand-in span: POST/g)).toHaveLength(1);
+    expect(collector.requests).toEqual([]);
+    expect(svc.stderr()).not.toMatch(/duplicate registration/i);
+    const said = svc
+      .stderr()
+      .split('\n')
+      .filter((line) => line.startsWith('product-service: another OpenTelemetry SDK is running'));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toContain(`NODE_OPTIONS requires ${standIn}`);
+  });
+});
+
 describe('what a span records of a hostile request', () => {
   /** What the client makes up: none of it may reach a span. */
   const FORGED = ['tok_live_51Hx', 'hunter2', 'forged.example', '203.0.113.66', '198.51.100.7'];
@@ -369,7 +482,7 @@ describe('what a span records of a hostile request', () => {
     'X-Forwarded-Proto: https',
   ];
 
-  /** Sends `target` with `headers` and a fresh traceparent on a raw socket; returns the answer's status and the span. */
+  /** Sends `target` with `headers` and a User-Agent of its own on a raw socket; returns the answer's status and the span, found by that User-Agent. */
   async function tracedRequest(
     svc: ServiceProcess,
     collector: OtlpReceiver,
@@ -377,17 +490,17 @@ describe('what a span records of a hostile request', () => {
     target: string,
     headers: string[],
   ): Promise<{ status: number; span: ReceivedSpan }> {
-    const trace = newTraceContext();
-    const head = [`${method} ${target} HTTP/1.1`, ...headers, `traceparent: ${trace.traceparent}`, 'Content-Length: 0', 'Connection: close'];
+    const userAgent = `hostile-test/${randomBytes(6).toString('hex')}`;
+    const head = [`${method} ${target} HTTP/1.1`, ...headers, `User-Agent: ${userAgent}`, 'Content-Length: 0', 'Connection: close'];
     const { status } = parseResponse(await rawExchange(svc.port, `${head.join('\r\n')}\r\n\r\n`));
-    return { status, span: await spanOf(collector, trace.traceId) };
+    return { status, span: await spanWithUserAgent(collector, userAgent) };
   }
 
   /** Every attribute value of the span, its name and its resource, as one string to search. */
   const everythingIn = (span: ReceivedSpan): string => JSON.stringify([span.name, span.attributes, span.resource]);
 
   describe('with the defaults', () => {
-    const shared = sharedExportingService();
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
 
     it('the query string is REDACTED, names and values; client.address and server.address come from the socket, not from Host, Forwarded or X-Forwarded-*', async () => {
       const { svc, collector } = shared;

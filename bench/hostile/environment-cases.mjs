@@ -141,17 +141,22 @@ function decodeSpans(body) {
   return spans;
 }
 
-/** 9. Can a caller force its request to be sampled? With parentbased_* yes (as specified), with traceidratio no. */
+/**
+ * 9. Can a caller force its request to be sampled? Only a trusted proxy's flag counts, and only
+ * under parentbased_* (as specified); an untrusted caller's traceparent is not read at all.
+ */
 export async function forcedSampling(ctx) {
   const rows = [];
-  for (const [sampler, expectation] of [
-    ['parentbased_traceidratio', (n) => n === 200],
-    ['traceidratio', (n) => n <= 10],
+  for (const [sampler, trusted, expectation] of [
+    ['parentbased_traceidratio', '', (n) => n <= 10],
+    ['parentbased_traceidratio', '127.0.0.1', (n) => n === 200],
+    ['traceidratio', '127.0.0.1', (n) => n <= 10],
   ]) {
     const sink = await startOtlpSink();
     ctx.onCleanup(() => sink.close());
-    const svc = await ctx.start(`sampling-${sampler}`, {
+    const svc = await ctx.start(`sampling-${sampler}${trusted === '' ? '' : '-trusted'}`, {
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
+      TRUSTED_PROXIES: trusted,
       OTEL_TRACES_SAMPLER: sampler,
       OTEL_TRACES_SAMPLER_ARG: '0.01',
     });
@@ -173,8 +178,8 @@ export async function forcedSampling(ctx) {
     const exit = await svc.stop(); // flushes the spans still queued
     const spans = sink.stats().traces.items;
     rows.push({
-      sent: `200 \`POST /product\` with \`traceparent …-01\`; \`OTEL_TRACES_SAMPLER=${sampler}\`, \`_ARG=0.01\``,
-      got: `${answered} answered 201; ${spans} spans received (expected ${sampler === 'traceidratio' ? '~2' : '200'}); exit ${exit.code}`,
+      sent: `200 \`POST /product\` with \`traceparent …-01\`; \`OTEL_TRACES_SAMPLER=${sampler}\`, \`_ARG=0.01\`; \`TRUSTED_PROXIES=${trusted || '(unset)'}\``,
+      got: `${answered} answered 201; ${spans} spans received (expected ${expectation(200) ? '200' : '~2'}); exit ${exit.code}`,
       failures: [...(expectation(spans) ? [] : [`${spans} spans`]), ...(answered === 200 ? [] : [`${200 - answered} requests not answered 201`])],
       rssMb: svc.peakRssMb(),
       details: { spans, answered, exit },

@@ -11,7 +11,7 @@
 #    `run:` scripts.
 # 2. scripts/ci/workflow-policy.mjs: this repository's own rules (SHA pins with version
 #    comments, read-only top-level permissions, persist-credentials: false, no expressions in
-#    `run:`, Dependabot coverage).
+#    `run:`, Dependabot coverage, publishing and signing jobs only inside an environment).
 #
 # Usage: sh scripts/ci/actionlint.sh   (after `npm ci`)
 set -eu

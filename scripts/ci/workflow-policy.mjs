@@ -13,6 +13,10 @@
 //   6. Only locked code runs: every `npm ci` / `npm install` passes `--ignore-scripts` (no
 //      dependency's install script), no `npx` / `npm exec` fetches a package at run time, and
 //      every file read from raw.githubusercontent.com is read at a commit, not a branch.
+//   7. Every job that can publish or sign (`packages: write`, `id-token: write`, `contents: write`,
+//      or `write-all`) runs in an `environment:`, whose deployment policy and reviewers live in the
+//      repository settings, out of reach of a workflow file on a side branch (docs/security.md,
+//      "Releases"). A job calling a reusable workflow cannot name one: the called jobs must.
 //
 // Usage: node scripts/ci/workflow-policy.mjs   (from anywhere; needs `npm ci` for `yaml`)
 import { readFileSync, readdirSync } from 'node:fs';
@@ -93,6 +97,19 @@ function checkRawGitHub(file, text) {
   });
 }
 
+const PUBLISHING = ['packages', 'id-token', 'contents'];
+
+function checkEnvironments(file, workflow) {
+  for (const [jobName, job] of Object.entries(workflow.jobs ?? {})) {
+    const { permissions } = job;
+    const writes =
+      permissions === 'write-all' ? ['write-all'] : PUBLISHING.filter((scope) => typeof permissions === 'object' && permissions?.[scope] === 'write');
+    if (writes.length > 0 && job.uses === undefined && !job.environment) {
+      report(file, 0, `job ${jobName}: ${writes.join(', ')} write outside an environment (add environment: with a deployment policy)`);
+    }
+  }
+}
+
 const files = readdirSync(workflowDir)
   .filter((name) => /\.ya?ml$/.test(name))
   .map((name) => join(workflowDir, name));
@@ -104,6 +121,7 @@ for (const file of files) {
   checkRawGitHub(file, text);
   checkPermissions(file, workflow);
   checkSteps(file, workflow);
+  checkEnvironments(file, workflow);
 }
 
 const dependabotFile = join(root, '.github', 'dependabot.yml');

@@ -91,3 +91,10 @@ function addressOf(entry: string): string | undefined {
   const withPort = /^([\d.]+):\d+$/.exec(entry)?.[1];
   return withPort !== undefined && isIP(withPort) === 4 ? withPort : undefined;
 }
+
+/** Whether a request came straight from a proxy named in TRUSTED_PROXIES (only its trace context is believed: telemetry.ts). */
+export function fromTrustedProxy(ranges: readonly AddressRange[]): (request: IncomingMessage) => boolean {
+  const trusted = new BlockList();
+  for (const { address, prefix, family } of ranges) trusted.addSubnet(address, prefix, family);
+  return ({ socket }) => ranges.length > 0 && socket.remoteAddress !== undefined && isTrusted(trusted, socket.remoteAddress);
+}

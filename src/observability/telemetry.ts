@@ -44,6 +44,8 @@ export interface IncomingRequests {
   untraced(request: IncomingMessage): boolean;
   /** Attributes of the server span that replace instrumentation-http's own (span-attributes.ts). */
   spanAttributes(request: IncomingMessage): Attributes;
+  /** Whether the request's trace headers are believed: it came from a proxy in TRUSTED_PROXIES. */
+  traceContextTrusted(request: IncomingMessage): boolean;
 }
 
 /** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
@@ -155,9 +157,27 @@ export function sdkDisabled(env: WritableEnv): boolean {
   return readVariable(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
 }
 
+/**
+ * Whether an OpenTelemetry SDK already registered a tracer provider in this process: one that
+ * `NODE_OPTIONS=--require` loaded first, as the OpenTelemetry Operator's Node.js injection does.
+ * Read from the API's global slot itself, which every 1.x copy of @opentelemetry/api shares, since
+ * that copy's version may be one this one's accessors would not answer for.
+ */
+function tracerProviderRegistered(): boolean {
+  return (globalThis as Record<symbol, { trace?: unknown } | undefined>)[Symbol.for('opentelemetry.js.api.1')]?.trace !== undefined;
+}
+
 /** Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required. @public */
 export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   if (sdkDisabled(env)) return DISABLED;
+  // A second SDK would patch http again and fail to register: the one already running stays alone.
+  if (tracerProviderRegistered()) {
+    const preloaded = [...(env.NODE_OPTIONS ?? '').matchAll(/(?:--require|-r)[= ]\s*(\S+)/g)].map((match) => match[1]).join(', ');
+    process.stderr.write(
+      `product-service: another OpenTelemetry SDK is running (NODE_OPTIONS requires ${preloaded || 'none'}; the OpenTelemetry Operator's injection does this): it alone traces, with its own settings, and this service's SDK is not started (no probe filtering, span attribute rules or trusted trace context)\n`,
+    );
+    return DISABLED;
+  }
   applyServiceDefaults(env);
   keepValidResourceAttributes(env, (message) => process.stderr.write(`product-service: ${message}\n`));
 
@@ -189,12 +209,19 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
         })()
       : undefined;
   // Until the service describes its requests, none arrive: it does so before it listens.
-  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}) };
+  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}), traceContextTrusted: () => false };
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
-      // Its attributes are merged over the instrumentation's own before the span starts.
-      startIncomingSpanHook: (request) => incoming.spanAttributes(request),
+      // Its attributes are merged over the instrumentation's own before the span starts. The trace
+      // context is extracted right after it: an untrusted client's trace headers (those of the
+      // configured propagators) are dropped first, so that its request starts a trace of its own,
+      // which the sampler decides on, instead of hiding itself (flags 00), choosing the trace id
+      // its log line carries, or having its tracestate and baggage exported.
+      startIncomingSpanHook: (request) => {
+        if (!incoming.traceContextTrusted(request)) for (const field of api.propagation.fields()) Reflect.deleteProperty(request.headers, field);
+        return incoming.spanAttributes(request);
+      },
     },
     // A span per Koa middleware or router layer would repeat the server span; the app sets the
     // route on it (http/middleware.ts) and the http instrumentation names the span from it.

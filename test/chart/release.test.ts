@@ -2,13 +2,15 @@
 // (which tag publishes what, and which must publish nothing) on scratch git repositories, and
 // scripts/release/package-chart.mjs, whose package is then used as a stranger would use it: copied
 // alone into an empty directory and rendered with no values.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { ROOT } from '../support/paths';
+import { freePort } from '../support/service-process';
 import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-release-'));
@@ -277,5 +279,65 @@ describe('a released digest is only ever paired with its own version', () => {
       `mirror.example.com/acme-corp/product-service:1.2.3@${digests['1.2.3']}`,
       `mirror.example.com/acme-corp/product-service:1.2.3@${digests['1.2.3']}`,
     ]);
+  });
+});
+
+describe('scripts/release/verify-sha256.mjs (helm for the release job, against its published .sha256sum)', () => {
+  const dir = mkdtempSync(join(scratch, 'sha256-'));
+  const file = join(dir, 'helm-v4.1.4-linux-amd64.tar.gz');
+  writeFileSync(file, 'stands in for the helm tarball\n');
+  const sha256 = createHash('sha256').update(readFileSync(file)).digest('hex');
+  const verify = (sumText: string) => {
+    writeFileSync(`${file}.sha256sum`, sumText);
+    return node('scripts/release/verify-sha256.mjs', [file, `${file}.sha256sum`]);
+  };
+
+  it('passes a file whose SHA-256 is the one listed for it (sha256sum format, or the hash alone)', () => {
+    expect(verify(`${sha256}  helm-v4.1.4-linux-amd64.tar.gz\n`).status).toBe(0);
+    expect(verify(`${sha256}\n`).status).toBe(0);
+  });
+
+  it('fails, saying why, on another hash, a listing for another file, or no hash at all', () => {
+    const other = createHash('sha256').update('tampered').digest('hex');
+    expect(verify(`${other}  helm-v4.1.4-linux-amd64.tar.gz\n`)).toMatchObject({
+      status: 1,
+      stderr: expect.stringContaining(`SHA-256 ${sha256}, published ${other}`) as unknown,
+    });
+    expect(verify(`${sha256}  helm-v4.1.3-linux-amd64.tar.gz\n`)).toMatchObject({
+      status: 1,
+      stderr: expect.stringContaining('lists helm-v4.1.3-linux-amd64.tar.gz') as unknown,
+    });
+    expect(verify('404: Not Found\n')).toMatchObject({ status: 1, stderr: expect.stringContaining('holds no SHA-256') as unknown });
+  });
+});
+
+describe('scripts/release/push-chart.mjs on a real registry (CNCF Distribution, scripts/ci/install-registry-tools.sh)', () => {
+  it('pushes a version once, and refuses to push it again: a published chart version is never overwritten', async () => {
+    const dir = mkdtempSync(join(scratch, 'registry-'));
+    const port = await freePort();
+    writeFileSync(
+      join(dir, 'config.yml'),
+      `version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: ${join(dir, 'data')}}}\nhttp: {addr: 127.0.0.1:${port}}\n`,
+    );
+    const registry = spawn('docker-registry', ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
+    try {
+      await vi.waitFor(async () => expect((await fetch(`http://127.0.0.1:${port}/v2/`)).status).toBe(200), { timeout: 10_000, interval: 100 });
+      const digest = `sha256:${'3c'.repeat(32)}`;
+      const packaged = node('scripts/release/package-chart.mjs', [
+        ...['--version', '1.2.3', '--app-version', '1.2.3', '--repository', 'https://github.com/acme/product-service', '--image-digest', digest],
+        ...['--destination', join(dir, 'dist'), '--helm', helmBin],
+      ]).stdout.trim();
+      const push = () =>
+        node('scripts/release/push-chart.mjs', ['--chart', packaged, '--registry', `oci://127.0.0.1:${port}/charts`, '--helm', helmBin, '--plain-http']);
+      const first = push();
+      expect(first.status, first.stderr).toBe(0);
+      expect(first.stdout).toMatch(/Digest: sha256:[0-9a-f]{64}/);
+      const again = push();
+      expect(again.status).toBe(1);
+      expect(again.stderr).toContain('product-service 1.2.3 is already published');
+      expect(again.stdout).not.toMatch(/Pushed/);
+    } finally {
+      registry.kill('SIGTERM');
+    }
   });
 });

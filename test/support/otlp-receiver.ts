@@ -22,6 +22,8 @@ export interface ReceivedSpan {
   spanId: string;
   /** "" for a root span. */
   parentSpanId: string;
+  /** The W3C tracestate the span carries, "" for none. */
+  traceState: string;
   name: string;
   /** The name of the instrumentation scope that created the span, e.g. "@opentelemetry/instrumentation-http". */
   scope: string;
@@ -195,6 +197,7 @@ interface JsonSpan {
   traceId: string;
   spanId: string;
   parentSpanId?: string;
+  traceState?: string;
   name: string;
   kind?: number;
   attributes?: JsonKeyValue[];
@@ -229,6 +232,7 @@ function spansFromJson(body: Buffer): ReceivedSpan[] {
       traceId: span.traceId.toLowerCase(),
       spanId: span.spanId.toLowerCase(),
       parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
+      traceState: span.traceState ?? '',
       name: span.name,
       scope,
       kind: span.kind ?? 0,
@@ -302,6 +306,7 @@ function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
       traceId: bytesOf(span, 1).toString('hex'),
       spanId: bytesOf(span, 2).toString('hex'),
       parentSpanId: bytesOf(span, 4).toString('hex'),
+      traceState: bytesOf(span, 3).toString('utf8'),
       name: bytesOf(span, 5).toString('utf8'),
       scope,
       kind: Number(varintOf(span, 6)),
