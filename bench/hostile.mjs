@@ -8,7 +8,7 @@
 // Usage: npm run build && sh scripts/node.sh bench/hostile.mjs [--only 1,5,7]
 //
 // This file holds the list of classes and the run; the classes are in hostile/http-cases.mjs
-// (1-6, 12) and hostile/environment-cases.mjs (7-11), the harness that runs them in hostile/harness.mjs,
+// (1-6, 12, 13) and hostile/environment-cases.mjs (7-11), the harness that runs them in hostile/harness.mjs,
 // the raw TCP clients in hostile/clients.mjs and the load workers in hostile/workers.mjs.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -16,7 +16,16 @@ import { LOAD_CORE, RESULTS, ROOT, SERVER_CORE, machineInfo, pinToLoadCore } fro
 import { writeBlock } from './markdown-block.mjs';
 import { badConfiguration, forcedSampling, hangingCollector, shutdownUnderLoad, stuckStdout } from './hostile/environment-cases.mjs';
 import { WORK, runClass, takeSnapshot } from './hostile/harness.mjs';
-import { clientDrops, httpEdgeCases, metricsPortAttacks, oversizedBodies, pipeliningFlood, requestSmuggling, slowlorisAndIdle } from './hostile/http-cases.mjs';
+import {
+  clientDrops,
+  connectionBudget,
+  httpEdgeCases,
+  metricsPortAttacks,
+  oversizedBodies,
+  pipeliningFlood,
+  requestSmuggling,
+  slowlorisAndIdle,
+} from './hostile/http-cases.mjs';
 
 const CLASSES = [
   ['1. Request smuggling', requestSmuggling],
@@ -31,6 +40,7 @@ const CLASSES = [
   ['10. Bad configuration', badConfiguration],
   ['11. Shutdown under load', shutdownUnderLoad],
   ['12. Metrics port', metricsPortAttacks],
+  ['13. Connection budget', connectionBudget],
 ];
 
 const machine = () => machineInfo(`service on core ${SERVER_CORE}; clients, workers and harness on core ${LOAD_CORE}`);

@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 import bytes from 'bytes';
 
 /** Everything the service reads from its environment, parsed and checked once at start-up. */
@@ -9,6 +9,8 @@ export interface Config {
   readonly logLevel: LogLevel;
   /** Largest request body accepted, in bytes. */
   readonly bodyLimit: number;
+  /** Most connections the API port holds at once (MAX_CONNECTIONS); past it, new ones are closed at once. */
+  readonly maxConnections: number;
   /** How long to keep serving after SIGTERM before the listener closes, in milliseconds. */
   readonly shutdownDelayMs: number;
   /** How long in-flight requests may take to finish once the listener is closed, in milliseconds. */
@@ -45,6 +47,13 @@ export const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
  */
 const MAX_FAULT_DELAY_S = 120;
 
+/**
+ * MAX_CONNECTIONS' default: what the chart's 384 Mi pod holds, each connection at its worst (an
+ * unfinished header of the largest size allowed), beside full load and a diagnostic report
+ * (docs/reliability.md, "Memory budget").
+ */
+export const DEFAULT_MAX_CONNECTIONS = 2048;
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -72,6 +81,7 @@ export function parseConfig(env: Env): Config {
     metricsPort,
     logLevel: readLogLevel(env),
     bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
+    maxConnections: readInteger(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 100_000),
     shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
     shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
@@ -174,6 +184,25 @@ function readAddressRanges(env: Env, name: string): AddressRange[] {
     if (version === 0 || rest.length > 0 || (prefix !== undefined && (!/^\d{1,3}$/.test(prefix) || Number(prefix) > bits))) {
       throw new ConfigError(name, readVariable(env, name) ?? '', 'expected IP addresses or CIDR ranges separated by commas, e.g. 10.0.0.0/8,fd00::/8');
     }
-    return { address, prefix: prefix === undefined ? bits : Number(prefix), family: version === 6 ? 'ipv6' : 'ipv4' };
+    const range: AddressRange = { address, prefix: prefix === undefined ? bits : Number(prefix), family: version === 6 ? 'ipv6' : 'ipv4' };
+    if (trustsEveryone(range)) {
+      throw new ConfigError(
+        name,
+        readVariable(env, name) ?? '',
+        `${entry} trusts every client's X-Forwarded-For: name the proxies' own ranges, e.g. 10.0.0.0/8`,
+      );
+    }
+    return range;
   });
+}
+
+/**
+ * Whether a range holds every IPv4 or every IPv6 address, as Node's BlockList (which span-attributes.ts
+ * matches with) sees it: a /0, or an IPv6 range holding the IPv4-mapped ones (::ffff:0:0/96).
+ */
+function trustsEveryone({ address, prefix, family }: AddressRange): boolean {
+  const list = new BlockList();
+  list.addSubnet(address, prefix, family);
+  const holds = (first: string, last: string, of: 'ipv4' | 'ipv6'): boolean => list.check(first, of) && list.check(last, of);
+  return holds('0.0.0.0', '255.255.255.255', 'ipv4') || holds('::', 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'ipv6');
 }

@@ -20,7 +20,10 @@ import { packageInfo, type ServiceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
 
 export interface ServiceDependencies {
-  config: Pick<Config, 'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'traceQueryParams' | 'trustedProxies' | 'faultErrorRatio' | 'faultDelayMs'>;
+  config: Pick<
+    Config,
+    'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'maxConnections' | 'traceQueryParams' | 'trustedProxies' | 'faultErrorRatio' | 'faultDelayMs'
+  >;
   logger: Logger;
   metrics: Metrics;
   /** Draws product ids; randomProductId (routes.ts) by default. Tests replace it to provoke failures. */
@@ -55,7 +58,7 @@ export function createService(deps: ServiceDependencies): Service {
   // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
   const apiServer = createHttpServer(
     (req, res) => void handleRequest(req, res),
-    { logger, metrics, onRequest: (req) => metrics.requestReceived(req) },
+    { logger, metrics, maxConnections: config.maxConnections, onRequest: (req) => metrics.requestReceived(req) },
     deps.serverOptions,
   );
   const metricsServer = createMetricsServer(metrics, logger, deps.serverOptions);

@@ -114,7 +114,7 @@ describe('counting, in-process', () => {
     onTestFinished(() => svc.close());
     const refused = async (reason: string): Promise<number | undefined> =>
       sampleValue((await svc.metrics.render(undefined)).body, 'product_service_http_requests_refused_total', { reason });
-    expect(REFUSAL_REASONS).toHaveLength(7);
+    expect(REFUSAL_REASONS).toHaveLength(8);
     for (const reason of REFUSAL_REASONS) expect(await refused(reason), reason).toBe(0);
     expect(parseResponse(await rawExchange(svc.port, 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n')).status).toBe(400);
     expect(parseResponse(await rawExchange(svc.port, 'BROKEN\r\n\r\n')).status).toBe(400);

@@ -536,6 +536,28 @@ describe('what a span records of a hostile request', () => {
       for (const forged of [...FORGED, '/reset']) expect(everythingIn(span)).not.toContain(forged);
     });
 
+    it('an absolute-form target is traced at the path it is served at (url.path, route, query REDACTED), and the host it names is in no attribute', async () => {
+      const { svc, collector } = shared;
+      const { status, span } = await tracedRequest(svc, collector, 'POST', 'http://forged.example/product?tok_live_51Hx', ['Host: x']);
+      expect(status).toBe(201);
+      expect(span.name).toBe('POST /product');
+      expect(span.attributes).toMatchObject({ 'url.path': '/product', 'url.query': 'REDACTED', 'http.route': '/product' });
+      for (const forged of FORGED) expect(everythingIn(span)).not.toContain(forged);
+    });
+
+    it('an absolute-form probe (GET http://forged.example/health) gets no span, as /health does; a target of another scheme is refused (400) and its span has no url.path', async () => {
+      const { svc, collector } = shared;
+      const probe = newTraceContext();
+      const head = ['GET http://forged.example/health HTTP/1.1', 'Host: x', `traceparent: ${probe.traceparent}`, 'Connection: close'];
+      expect(parseResponse(await rawExchange(svc.port, `${head.join('\r\n')}\r\n\r\n`)).status).toBe(200);
+      const { status, span } = await tracedRequest(svc, collector, 'POST', 'file:///product?tok_live_51Hx', ['Host: x']);
+      expect(status).toBe(400);
+      expect(span.attributes['url.path']).toBeUndefined();
+      expect(span.attributes['http.route']).toBeUndefined();
+      expect(everythingIn(span)).not.toContain('tok_live_51Hx');
+      expect(spansOfTrace(await spansAfterMarker(svc, collector), probe.traceId)).toEqual([]);
+    });
+
     it('a matched path with another method (405) keeps its url.path and route', async () => {
       const { svc, collector } = shared;
       const { status, span } = await tracedRequest(svc, collector, 'DELETE', '/product', ['Host: x']);

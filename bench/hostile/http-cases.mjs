@@ -90,14 +90,20 @@ export async function pipeliningFlood(ctx) {
   return rows;
 }
 
-/** 4. Connections held open for free: 500 trickling their headers, 5000 saying nothing. */
-export const slowlorisAndIdle = (ctx) => slowlorisOn(ctx, 'api');
+/**
+ * Connections each port holds (MAX_CONNECTIONS' default, METRICS_MAX_CONNECTIONS): classes 4 and 12
+ * stay under them, with room for the probes, and class 13 goes past them.
+ */
+const CAP = { api: 2048, metrics: 64 };
+
+/** 4. Connections held open for free, as many as the cap leaves room for: 500 trickling their headers, 1,400 saying nothing. */
+export const slowlorisAndIdle = (ctx) => slowlorisOn(ctx, 'api', 500, 1400);
 
 /**
- * 500 connections trickling the headers of a request to `port` ('api' or 'metrics') and 5000
- * saying nothing, while /health on the API port is probed: all must be cut off with 408.
+ * `tricklers` connections trickling the headers of a request to `port` ('api' or 'metrics') and
+ * `idlers` saying nothing, while /health on the API port is probed: all must be cut off with 408.
  */
-async function slowlorisOn(ctx, port) {
+async function slowlorisOn(ctx, port, tricklers, idlers) {
   const svc = await ctx.start(`slowloris-${port}`);
   const target = port === 'api' ? svc.port : svc.metricsPort;
   const t0 = performance.now();
@@ -124,17 +130,17 @@ async function slowlorisOn(ctx, port) {
   };
   const probe = startHealthProbe(svc.port);
   const header = `GET ${port === 'api' ? '/health' : '/metrics'} HTTP/1.1\r\nHost: localhost\r\nX-Slow: ${'a'.repeat(100)}`;
-  const trickling = await open(500);
+  const trickling = await open(tricklers);
   let sentBytes = 0;
   const trickle = setInterval(() => {
     sentBytes++;
     for (const c of trickling) if (!c.socket.destroyed) c.socket.write(header[Math.min(sentBytes, header.length - 1)]);
   }, 1000);
   trickling.forEach((c) => c.socket.write(header[0]));
-  const idle = await open(5000);
+  const idle = await open(idlers);
   const openedS = (performance.now() - t0) / 1000;
-  // headersTimeout is 20 s and Node checks it every 5 s: everything should be cut off by ~25 s.
-  const deadline = t0 + 27_000;
+  // headersTimeout is 10 s and Node checks it every 5 s: everything should be cut off by ~15 s.
+  const deadline = t0 + 17_000;
   while (performance.now() < deadline && [...trickling, ...idle].some((c) => !c.socket.destroyed)) await sleep(250);
   clearInterval(trickle);
   const h = await probe.stop();
@@ -162,12 +168,12 @@ async function slowlorisOn(ctx, port) {
   const peak = svc.peakRssMb();
   return [
     {
-      sent: `500 connections trickling headers 1 byte/s + 5000 idle connections (all open in ${openedS.toFixed(1)} s), watched ${((performance.now() - t0) / 1000).toFixed(0)} s`,
-      got: `trickling: ${t.closed}/500 closed ${span(t)} (${statusText(t)}); idle: ${i.closed}/5000 closed ${span(i)} (${statusText(i)}); ${health(h)}`,
+      sent: `${tricklers} connections trickling headers 1 byte/s + ${idlers} idle connections (all open in ${openedS.toFixed(1)} s), watched ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+      got: `trickling: ${t.closed}/${tricklers} closed ${span(t)} (${statusText(t)}); idle: ${i.closed}/${idlers} closed ${span(i)} (${statusText(i)}); ${health(h)}`,
       failures: [
         ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
-        ...(t.closed === 500 && t.statuses[408] === 500 ? [] : ['not every trickling connection got 408']),
-        ...(i.closed === 5000 ? [] : [`${5000 - i.closed} idle connections still open`]),
+        ...(t.closed === tricklers && t.statuses[408] === tricklers ? [] : ['not every trickling connection got 408']),
+        ...(i.closed === idlers && i.statuses[408] === idlers ? [] : [`not every idle connection got 408`]),
         ...(peak < 300 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 300 MB`]),
       ],
       details: { trickling: t, idle: i, health: h },
@@ -276,7 +282,7 @@ export async function clientDrops(ctx) {
  * flood of concurrent scrapes, and slowloris, each while /health is probed on the API port.
  */
 export async function metricsPortAttacks(ctx) {
-  return [await pipelinedScrapes(ctx), await scrapeFlood(ctx), ...(await slowlorisOn(ctx, 'metrics'))];
+  return [await pipelinedScrapes(ctx), await scrapeFlood(ctx), ...(await slowlorisOn(ctx, 'metrics', 20, 40))];
 }
 
 /** 1,000 `GET /metrics` in one write on one connection that never reads: closed past the pipelining bound. */
@@ -343,5 +349,104 @@ async function scrapeFlood(ctx) {
       ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
     ],
     details: { alone, flood, health: h },
+  };
+}
+
+/**
+ * 13. The memory budget: on each port, more connections than its cap, each holding an unfinished
+ * request head just under the 8 KiB limit (what a connection costs at its worst), until the
+ * header timeout cuts them. Those past the cap must be closed at once, the pod stay under its
+ * 384 Mi limit, /health answer on a connection opened before, and on new ones once it is over.
+ */
+export async function connectionBudget(ctx) {
+  return [await holdPastCap(ctx, 'api', CAP.api + 1000), await holdPastCap(ctx, 'metrics', CAP.metrics + 500)];
+}
+
+async function holdPastCap(ctx, port, count) {
+  const svc = await ctx.start(`budget-${port}`);
+  const target = port === 'api' ? svc.port : svc.metricsPort;
+  const admitted = net.connect(svc.port, '127.0.0.1');
+  admitted.on('error', () => {});
+  await connected(admitted);
+  const askAdmitted = () =>
+    new Promise((resolve) => {
+      let raw = '';
+      const onData = (d) => {
+        raw += d.toString('latin1');
+        if (raw.includes('\r\n\r\nok')) done(parseResponses(raw)[0]?.status);
+      };
+      const done = (status) => {
+        admitted.off('data', onData);
+        clearTimeout(timer);
+        resolve(status ?? 'no answer');
+      };
+      const timer = setTimeout(() => done(undefined), 2000);
+      admitted.on('data', onData);
+      admitted.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    });
+  const askNew = () =>
+    request(svc.port, 'GET', '/health', undefined, 2000).then(
+      (r) => r.status,
+      (err) => err.code ?? err.message,
+    );
+  const rssBefore = rssMb(svc.pid);
+  const head = `GET ${port === 'api' ? '/health' : '/metrics'} HTTP/1.1\r\nHost: localhost\r\nX-Pad: `;
+  const payload = head + 'a'.repeat(8000 - head.length);
+  const t0 = performance.now();
+  const conns = [];
+  for (let i = 0; i < count; i += 250) {
+    const batch = Array.from({ length: Math.min(250, count - i) }, () => {
+      const c = { socket: net.connect(target, '127.0.0.1'), answer: '', closedAfterS: NaN };
+      c.socket.on('data', (d) => {
+        c.answer += d.toString('latin1');
+      });
+      c.socket.on('error', () => {});
+      c.socket.on('close', () => {
+        c.closedAfterS = (performance.now() - t0) / 1000;
+      });
+      return c;
+    });
+    await Promise.all(batch.map((c) => connected(c.socket)));
+    for (const c of batch) c.socket.write(payload);
+    conns.push(...batch);
+  }
+  await sleep(1000);
+  const refused = conns.filter((c) => Number.isFinite(c.closedAfterS) && c.answer === '').length;
+  const held = conns.filter((c) => !c.socket.destroyed).length;
+  const rssHeld = rssMb(svc.pid);
+  const duringAdmitted = await askAdmitted();
+  const duringNew = await askNew();
+  // headersTimeout 10 s, checked every 5 s: the held ones are cut by ~16 s after they opened.
+  while (performance.now() - t0 < 20_000 && conns.some((c) => !c.socket.destroyed)) await sleep(250);
+  const cut = tally(conns.filter((c) => c.answer !== '').map((c) => parseResponses(c.answer)[0]?.status ?? 'garbled'));
+  for (const c of conns) c.socket.destroy();
+  await sleep(500);
+  const after = await askNew();
+  const rssAfter = rssMb(svc.pid);
+  const counted = port === 'api' ? metricSum(await svc.metrics(), 'product_service_http_requests_refused_total', { reason: /^connection_limit$/ }) : undefined;
+  admitted.destroy();
+  const peak = svc.peakRssMb();
+  const cap = CAP[port];
+  const cutText = Object.entries(cut)
+    .map(([k, v]) => `${v}× ${k}`)
+    .join(', ');
+  return {
+    sent: `${count} connections to the ${port} port (cap ${cap}), each holding an unfinished 8,000-byte request head; /health asked on an API connection opened before, and on new ones`,
+    got:
+      `${held} held, ${refused} closed at once${counted === undefined ? '' : ` (counted: ${counted})`}; the held cut after ${Math.max(...conns.filter((c) => c.answer !== '').map((c) => c.closedAfterS)).toFixed(0)} s (${cutText}); ` +
+      `/health during: ${duringAdmitted} on the admitted connection, ${duringNew} on a new one; after: ${after}; RSS ${rssBefore.toFixed(0)} MB before, ${rssHeld.toFixed(0)} MB held, ${rssAfter.toFixed(0)} MB after they closed`,
+    failures: [
+      // The admitted connection (and, on the API port, the probe's) take places of the API port's cap.
+      ...(held <= cap && held >= cap - 2 ? [] : [`${held} held, not about ${cap}`]),
+      ...(refused === count - held ? [] : [`${count - held - refused} closed otherwise than refused`]),
+      // The counter also counts the probe on a new connection during the hold, when it was refused.
+      ...(counted === undefined || counted === refused + (duringNew === 200 ? 0 : 1) ? [] : [`counted ${counted}, refused ${refused}`]),
+      ...(cut[408] === held ? [] : ['not every held connection got 408']),
+      ...(duringAdmitted === 200 ? [] : [`/health on the admitted connection: ${duringAdmitted}`]),
+      ...(after === 200 ? [] : [`/health after: ${after}`]),
+      ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
+    ],
+    rssMb: peak,
+    details: { held, refused, counted, cut, duringAdmitted, duringNew, after, rssBefore, rssHeld, rssAfter },
   };
 }

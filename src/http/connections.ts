@@ -146,6 +146,19 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     closeLingering(target, lingering);
   };
 
+  // Past server.maxConnections Node closes each new connection as it arrives and emits 'drop':
+  // every one is counted, and a line logged at most every 10 s, so that a flood cannot flood the log.
+  let dropped = 0;
+  let droppedLoggedAt = -Infinity;
+  server.on('drop', () => {
+    options.metrics?.countRefusedRequest('connection_limit');
+    dropped += 1;
+    if (performance.now() - droppedLoggedAt < 10_000) return;
+    logger.warn({ max_connections: server.maxConnections, refused: dropped }, 'connection limit reached: closing new connections at once');
+    droppedLoggedAt = performance.now();
+    dropped = 0;
+  });
+
   server.on('connection', (socket: Socket) => {
     const state: ConnectionState = { turn: -1, requestsInTurn: 0, closedWith: undefined, awaitingContinue: undefined };
     (socket as GuardedSocket)[STATE] = state;

@@ -3,7 +3,7 @@ import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { problemAnswer, sendProblem } from './problem';
 import { setSecurityHeaders } from './security-headers';
-import { createHttpServer, type ServerOptions } from './server';
+import { createHttpServer, METRICS_MAX_CONNECTIONS, type ServerOptions } from './server';
 
 /**
  * The metrics port: `/metrics` only, kept off the API port so that the API can be exposed through
@@ -21,7 +21,7 @@ export function createMetricsServer(metrics: Pick<Metrics, 'render'>, logger: Lo
       else res.destroy();
     });
   };
-  return createHttpServer(scrape, { logger }, options);
+  return createHttpServer(scrape, { logger, maxConnections: METRICS_MAX_CONNECTIONS }, options);
 }
 
 async function serveMetrics(req: IncomingMessage, res: ServerResponse, metrics: Pick<Metrics, 'render'>): Promise<void> {

@@ -4,6 +4,7 @@ import Router from '@koa/router';
 import { trace } from '@opentelemetry/api';
 import { NO_FAULTS, type Faults } from '../config';
 import { faultInjector } from './faults';
+import { requestTarget } from './request-target';
 import { drainRequestBody } from './request-body';
 
 export interface RouteDependencies {
@@ -72,8 +73,8 @@ export function isRoutedRequest(router: Router, req: IncomingMessage): boolean {
   return routesOfPath(router, req).length > 0;
 }
 
-/** The routes whose path `req`'s path matches, as the router matches it: without the query, as Koa gives it. */
+/** The routes whose path `req`'s path matches, as the router matches it: the path requestTarget gives Koa too; none for a target not served. */
 function routesOfPath(router: Router, req: IncomingMessage): ReturnType<Router['match']>['path'] {
-  const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
-  return router.match(path, req.method ?? 'GET').path;
+  const target = requestTarget(req);
+  return 'path' in target ? router.match(target.path, req.method ?? 'GET').path : [];
 }

@@ -3,23 +3,39 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { canAnswerOn, clientErrorDetail, guardConnections, type LingeringLimits, type Refusal } from './connections';
+import { requestTarget } from './request-target';
 
 /**
  * Server timeouts, chosen for a service behind a load balancer or ingress:
  * - keepAliveTimeout 65 s: longer than the idle timeout of common balancers (AWS ALB and
  *   nginx 60 s), so the balancer, not this server, closes idle connections; otherwise it may
  *   send a request on a connection the server is closing at that instant and get a reset.
- * - headersTimeout 20 s and requestTimeout 30 s: a client that trickles its headers or its body
- *   (slowloris) is cut off with 408 instead of holding a connection open indefinitely; 30 s is
- *   ample for a 1 MiB body on a slow link.
+ * - headersTimeout 10 s and requestTimeout 30 s: a client that trickles its headers or its body
+ *   (slowloris) is cut off with 408 instead of holding a connection (one of MAX_CONNECTIONS) open
+ *   indefinitely; the API's headers fit in one packet, and 30 s is ample for a 1 MiB body on a
+ *   slow link.
  * - connectionsCheckingInterval 5 s: how often Node enforces the two above (default 30 s).
  */
 const SERVER_TIMEOUTS = {
   keepAliveTimeout: 65_000,
-  headersTimeout: 20_000,
+  headersTimeout: 10_000,
   requestTimeout: 30_000,
   connectionsCheckingInterval: 5_000,
 } as const;
+
+/**
+ * The largest request head (request line and headers) either port reads, in bytes; larger gets 431.
+ * The API's own headers are a few hundred bytes, and what proxies add stays well within it; it is
+ * what each connection may hold while its headers arrive, so it sets the memory budget
+ * (docs/reliability.md). nginx, Apache and Tomcat default to the same per line.
+ */
+export const MAX_HEADER_SIZE = 8 * 1024;
+
+/**
+ * The most connections the metrics port holds: Prometheus keeps one per scraper, so this leaves
+ * room for many and bounds what anything else that reaches the port can make it hold.
+ */
+export const METRICS_MAX_CONNECTIONS = 64;
 
 /** The limits of both ports' servers; production's unless given (tests shorten them). */
 export interface ServerOptions {
@@ -31,6 +47,8 @@ export interface ServerOptions {
 
 export interface ServerDependencies {
   logger: Logger;
+  /** The most connections the server holds at once; past it, Node closes new ones as they arrive. */
+  maxConnections: number;
   /** Counts what the server refuses before `listener` (the API port's; see ConnectionGuardOptions). */
   metrics?: Pick<Metrics, 'countRefusedRequest'>;
   /** Called with every request the server receives, first (the API port's: its recorded duration starts there). */
@@ -47,11 +65,13 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
   const server = createServer(
     {
       ...(options.timeouts ?? SERVER_TIMEOUTS),
+      maxHeaderSize: MAX_HEADER_SIZE,
       // Node would answer a missing Host with an empty 400; serve() answers it as a problem.
       requireHostHeader: false,
     },
     serve,
   );
+  server.maxConnections = deps.maxConnections;
   const connections = guardConnections(server, { logger: deps.logger, metrics: deps.metrics, lingeringClose: options.lingeringClose });
 
   function serve(req: IncomingMessage, res: ServerResponse): void {
@@ -59,9 +79,12 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
     // Requests Node still parses from a connection that is closing cannot be answered: not served.
     if (!canAnswerOn(req.socket)) return;
     if (!connections.admit(req)) return;
-    const refusal = framingProblem(req);
-    if (refusal !== undefined) connections.refuse(res, refusal);
-    else listener(req, res);
+    const target = requestTarget(req);
+    const refusal = 'refused' in target ? { status: 400, detail: target.refused } : framingProblem(req);
+    if (refusal !== undefined) return connections.refuse(res, refusal);
+    // What the listener (Koa, the scrape) parses is the path requestTarget found, in origin-form.
+    if (!req.url?.startsWith('/') && 'path' in target) req.url = target.query === undefined ? target.path : `${target.path}?${target.query}`;
+    listener(req, res);
   }
 
   // Node answers 100 Continue itself unless this event has a listener: sendContinue() sends it

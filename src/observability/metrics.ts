@@ -32,6 +32,7 @@ export const REFUSAL_REASONS = [
   'http_version_not_supported',
   'request_timeout',
   'pipelining_limit',
+  'connection_limit',
 ] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
@@ -107,7 +108,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   const refused = new Counter({
     name: 'product_service_http_requests_refused_total',
-    help: 'Requests the API server answered itself and closed the connection before the application saw them (bad_request 400, connect 405, request_timeout 408, expectation_failed 417, headers_too_large 431, http_version_not_supported 505), and connections closed unanswered for pipelining too many requests (pipelining_limit).',
+    help: 'Requests the API server answered itself and closed the connection before the application saw them (bad_request 400, connect 405, request_timeout 408, expectation_failed 417, headers_too_large 431, http_version_not_supported 505), and connections closed unanswered for pipelining too many requests (pipelining_limit) or for arriving while MAX_CONNECTIONS were open (connection_limit).',
     labelNames: ['reason'] as const,
     registers: [registry],
   });

@@ -12,6 +12,7 @@ import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
 import type { Attributes } from '@opentelemetry/api';
 import type { AddressRange } from '../config';
+import { requestTarget } from '../http/request-target';
 
 /** What a query parameter that is not kept becomes, name and value alike: OpenTelemetry's word for a redacted value. */
 export const REDACTED = 'REDACTED';
@@ -38,11 +39,11 @@ export function createSpanAttributes(rules: SpanAttributeRules): (request: Incom
       'server.address': socket.localAddress,
       'server.port': socket.localPort,
     };
-    // undefined removes the attribute: the SDK drops attributes without a value.
-    if (!rules.routed(request)) attributes['url.path'] = undefined;
-    const target = request.url ?? '';
-    const queryAt = target.indexOf('?');
-    if (queryAt >= 0) attributes['url.query'] = redactQuery(target.slice(queryAt + 1), kept);
+    // The path and query as the server serves them (an absolute-form target's too); undefined
+    // removes the attribute: the SDK drops attributes without a value.
+    const target = requestTarget(request);
+    attributes['url.path'] = rules.routed(request) && 'path' in target ? target.path : undefined;
+    attributes['url.query'] = 'path' in target && target.query !== undefined ? redactQuery(target.query, kept) : undefined;
     return attributes;
   };
 }

@@ -8,6 +8,7 @@ import type { IContainer, IPodSpec, IProbe } from 'kubernetes-models/v1';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { chartDir, envNames, envValue, findOne, mainContainer, must, ofKind, podSpecOf, template, templateFails, valueSets, type K8sObject } from './helm';
 import { validateObject } from './validate';
+import { DEFAULT_MAX_CONNECTIONS } from '../../src/config';
 
 const chart = parse(readFileSync(join(chartDir, 'Chart.yaml'), 'utf8')) as { version: string; appVersion: string };
 const imageUid = 65532; // the image's numeric USER (Dockerfile)
@@ -356,6 +357,14 @@ describe('chart defaults', () => {
     );
     expect(envValue(set, 'TRACE_QUERY_PARAMS')).toBe('page,sort');
     expect(envValue(set, 'TRUSTED_PROXIES')).toBe('10.0.0.0/8,fd00::/8,192.0.2.1');
+  });
+
+  it('cap the API port at maxConnections (MAX_CONNECTIONS), and refuse a cap the service would refuse', () => {
+    // The service's own default: the chart's budget and the process's are one figure.
+    expect(envValue(container, 'MAX_CONNECTIONS')).toBe(String(DEFAULT_MAX_CONNECTIONS));
+    expect(envValue(mainContainer(findOne(template(['--set', 'maxConnections=4096']), 'Deployment')), 'MAX_CONNECTIONS')).toBe('4096');
+    expect(templateFails(['--set', 'maxConnections=0'])).toMatch(/maxConnections/);
+    expect(templateFails(['--set', 'maxConnections=unlimited'])).toMatch(/maxConnections/);
   });
 
   it('refuse a query parameter name or a proxy address the service would refuse', () => {

@@ -165,7 +165,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The headers took over 20 s, or the whole request over 30 s; no id is issued, and the connection is closed. */
+        /** @description The headers took over 10 s, or the whole request over 30 s; no id is issued, and the connection is closed. */
         RequestTimeout: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
@@ -222,7 +222,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The request headers are over 16 KiB; the connection is closed. */
+        /** @description The request headers are over 8 KiB; the connection is closed. */
         HeadersTooLarge: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];

@@ -373,6 +373,8 @@ SIGURG
   value: {{ .Values.containerPorts.metrics | quote }}
 - name: LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
+- name: MAX_CONNECTIONS
+  value: {{ .Values.maxConnections | quote }}
 - name: SHUTDOWN_DELAY
   value: {{ .Values.shutdown.delaySeconds | quote }}
 - name: SHUTDOWN_TIMEOUT

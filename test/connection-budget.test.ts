@@ -1,0 +1,123 @@
+// Runs: dist/main.js (test/support/service-process.ts), since memory is the real process's; the
+// header size limit in-process (test/support/in-process.ts).
+//
+// The memory budget (docs/reliability.md, "Memory budget"): each port holds at most so many
+// connections (MAX_CONNECTIONS on the API port, METRICS_MAX_CONNECTIONS on the metrics port), and
+// a connection holds at most MAX_HEADER_SIZE of unfinished headers, so what clients can make the
+// process hold is bounded whatever they send.
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { MAX_HEADER_SIZE, METRICS_MAX_CONNECTIONS } from '../src/http/server';
+import { sampleValue, scrape } from './support/exposition';
+import { startInProcess } from './support/in-process';
+import { openRaw, parseResponse, rawExchange } from './support/raw-http';
+import { startService } from './support/service-process';
+
+/** The start of a request whose headers never end, `size` bytes long: what a connection holds at its worst. */
+const unfinishedHead = (path: string, size: number): string => {
+  const head = `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Pad: `;
+  return head + 'a'.repeat(size - head.length);
+};
+
+interface Holder {
+  socket: Socket;
+  /** Whether the server closed the connection with nothing written on it. */
+  closedUnanswered(): boolean;
+}
+
+/** `count` connections to `port`, each writing `payload` and waiting; opened in batches so that the accept backlog never overflows. */
+async function hold(port: number, count: number, payload: string): Promise<Holder[]> {
+  const holders: Holder[] = [];
+  for (let i = 0; i < count; i += 250) {
+    const batch = Array.from({ length: Math.min(250, count - i) }, () => {
+      const socket = connect(port, '127.0.0.1');
+      let received = 0;
+      let closed = false;
+      socket.on('data', (chunk: Buffer) => (received += chunk.length));
+      socket.on('error', () => undefined);
+      socket.on('close', () => (closed = true));
+      onTestFinished(() => void socket.destroy());
+      return { socket, closedUnanswered: () => closed && received === 0 };
+    });
+    await Promise.all(batch.map(({ socket }) => once(socket, 'connect')));
+    for (const { socket } of batch) socket.write(payload);
+    holders.push(...batch);
+  }
+  return holders;
+}
+
+const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+
+describe('connections past the cap', () => {
+  it('MAX_CONNECTIONS=50: of 1,500 connections holding unfinished 8 KB headers, those past the cap are closed at once and counted; /health still answers on a connection opened before; RSS grows by a fraction of what 1,500 would cost', async () => {
+    const svc = await startService({ MAX_CONNECTIONS: '50' });
+    onTestFinished(async () => {
+      await svc.stop('SIGKILL');
+    });
+    const pid = svc.child.pid as number;
+    const admitted = await openRaw(svc.port);
+    await sleep(200);
+    const before = rssMiB(pid);
+
+    const holders = await hold(svc.port, 1500, unfinishedHead('/health', MAX_HEADER_SIZE - 200));
+    await sleep(500);
+    const refused = holders.filter((h) => h.closedUnanswered()).length;
+    const held = holders.filter((h) => !h.socket.destroyed).length;
+    const grew = rssMiB(pid) - before;
+
+    // The admitted connection and (for a few seconds) the keep-alive one that waited for /health take two places.
+    expect(held).toBeLessThanOrEqual(49);
+    expect(held).toBeGreaterThanOrEqual(47);
+    expect(refused).toBe(1500 - held);
+    admitted.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    expect(parseResponse(await admitted.waitFor((raw) => raw.includes('\r\n\r\nok'))).status).toBe(200);
+    // Without the cap the 1,500 cost about 25 KB each (37 MiB); 50 of them cost about 1 MiB.
+    expect(grew).toBeLessThan(15);
+
+    for (const { socket } of holders) socket.destroy();
+    await sleep(200);
+    const exposition = await scrape(svc.metricsUrl);
+    expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'connection_limit' })).toBe(refused);
+    // One line, however many were refused: a flood of refusals cannot flood the log.
+    const lines = svc.logLines().filter((line) => line.msg === 'connection limit reached: closing new connections at once');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 'warn', max_connections: 50, refused: 1 });
+  });
+
+  it(`the metrics port holds ${METRICS_MAX_CONNECTIONS} connections at most, and a scrape answers once they close`, async () => {
+    const svc = await startService();
+    onTestFinished(async () => {
+      await svc.stop('SIGKILL');
+    });
+    const holders = await hold(svc.metricsPort, METRICS_MAX_CONNECTIONS + 40, unfinishedHead('/metrics', 1000));
+    await sleep(500);
+    const held = holders.filter((h) => !h.socket.destroyed).length;
+    expect(held).toBe(METRICS_MAX_CONNECTIONS);
+    expect(holders.filter((h) => h.closedUnanswered())).toHaveLength(40);
+    for (const { socket } of holders) socket.destroy();
+    await sleep(200);
+    // The metrics port's refusals are logged, not counted in the API's refusal counter.
+    const exposition = await scrape(svc.metricsUrl);
+    expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'connection_limit' })).toBe(0);
+    expect(
+      svc
+        .logLines()
+        .some((line) => line.msg === 'connection limit reached: closing new connections at once' && line.max_connections === METRICS_MAX_CONNECTIONS),
+    ).toBe(true);
+  });
+});
+
+describe(`request heads over ${MAX_HEADER_SIZE} bytes`, () => {
+  it('get 431 on both ports; a head just under the limit is served', async () => {
+    const svc = await startInProcess();
+    onTestFinished(() => svc.close());
+    const over = `${unfinishedHead('/health', MAX_HEADER_SIZE + 100)}\r\n\r\n`;
+    const under = `${unfinishedHead('/health', MAX_HEADER_SIZE - 200)}\r\n\r\n`;
+    expect(parseResponse(await rawExchange(svc.port, over)).status).toBe(431);
+    expect(parseResponse(await rawExchange(svc.metricsPort, over.replace('/health', '/metrics'))).status).toBe(431);
+    expect(parseResponse(await rawExchange(svc.port, `${under.slice(0, -4)}\r\nConnection: close\r\n\r\n`)).status).toBe(200);
+  });
+});
