@@ -6,7 +6,8 @@ import { defineConfig } from 'vitest/config';
 //
 // `service` is the inner loop: src in-process, and the few spawns of dist/ that take a second.
 // `process` holds the suites that run whole processes for tens of seconds (telemetry export,
-// stuck stdout, shutdown deadlines, the dev loop, stopping through npm).
+// stuck stdout, shutdown deadlines, the dev loop, stopping through npm) and the hostile clients'
+// floods (pipelining, 20 MB bodies).
 const PROCESS_SUITES = [
   'test/telemetry.test.ts',
   'test/stdout.test.ts',
@@ -15,6 +16,7 @@ const PROCESS_SUITES = [
   'test/otel-config.test.ts',
   'test/dev-loop.test.ts',
   'test/npm-stop.test.ts',
+  'test/hostile-http.test.ts',
 ];
 
 export default defineConfig({

@@ -57,16 +57,19 @@ const portFree = (port: number): Promise<boolean> =>
       .listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
   });
 
-async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals): Promise<void> {
+/** Stops what `npm ARGS` runs with `signal` to npm's PID alone, or (group) to its process group as a terminal's Ctrl-C does; resolves to npm's stdout. */
+async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals, group = false): Promise<string> {
   const [port, metricsPort] = (await freePorts(2)) as [number, number];
   // --ignore-scripts: npm start's prestart would rebuild dist/ under the other suites' feet.
   const npm: ChildProcess = spawn('npm', [...args, '--ignore-scripts'], {
     cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort) },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
+  let stdout = '';
   let stderr = '';
+  npm.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   npm.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const pid = npm.pid ?? 0;
   let tree: number[] = [pid];
@@ -80,7 +83,7 @@ async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals): Pro
       { timeout: 30_000, interval: 100 },
     );
     expect(tree.length).toBeGreaterThanOrEqual(2);
-    process.kill(pid, signal);
+    process.kill(group ? -pid : pid, signal);
     await vi.waitFor(
       async () => {
         const alive = parents();
@@ -92,6 +95,7 @@ async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals): Pro
       },
       { timeout: 5000, interval: 100 },
     );
+    return stdout;
   } finally {
     for (const member of tree) {
       try {
@@ -108,6 +112,13 @@ const SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
 describe.skipIf(process.platform !== 'linux')('stopping npm stops what it runs', () => {
   it.concurrent.each(SIGNALS)('npm start, %s to npm alone', async (signal) => {
     await stopNpm(['start'], ROOT, signal);
+  });
+
+  // A terminal's Ctrl-C reaches both npm and the service, and npm forwards it: still one graceful shutdown.
+  it.concurrent('npm start, Ctrl-C (SIGINT to the process group): one graceful shutdown', async () => {
+    const stdout = await stopNpm(['start'], ROOT, 'SIGINT', true);
+    expect(stdout).toContain('"msg":"shutdown complete"');
+    expect(stdout).not.toContain('second signal');
   });
 
   it.concurrent.each(SIGNALS)('npm run dev, %s to npm alone', async (signal) => {
