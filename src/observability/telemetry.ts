@@ -152,7 +152,7 @@ const DISABLED: Telemetry = {
   describeIncomingRequests: () => undefined,
 };
 
-/** OTEL_SDK_DISABLED=true: none of the SDK is loaded or started. */
+/** OTEL_SDK_DISABLED=true: none of the SDK is loaded or started. @public (main.ts requires it, which knip does not follow) */
 export function sdkDisabled(env: WritableEnv): boolean {
   return readVariable(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
 }

@@ -122,7 +122,7 @@ describe('Grafana dashboard', () => {
   });
 
   it('searches slow traces of the selected namespace only', () => {
-    const table = allPanels(dashboard).find((panel) => panel.title?.startsWith('Slow POST /product requests'));
+    const table = allPanels(dashboard).find((panel) => panel.title.startsWith('Slow POST /product requests'));
     const query = (table?.targets?.[0] as { query?: string } | undefined)?.query ?? '';
     expect(query).toContain('resource.k8s.namespace.name = "$namespace"');
   });
