@@ -10,6 +10,7 @@ import { ConfigError, parseConfig, type Config } from './config';
 import { createApp } from './http/app';
 import { faultsSet } from './http/faults';
 import { createMetricsServer } from './http/metrics-server';
+import { failureOf } from './http/middleware';
 import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
 import { createHttpServer, type ServerOptions } from './http/server';
 import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
@@ -75,6 +76,7 @@ export function createService(deps: ServiceDependencies): Service {
         queryParams: config.traceQueryParams,
         trustedProxies: config.trustedProxies,
       }),
+      failure: failureOf,
     },
   };
 }

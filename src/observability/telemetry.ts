@@ -18,7 +18,7 @@
  * Every default below is written into the environment only when the variable is unset, so a
  * user's value of any standard variable wins. OTEL_SDK_DISABLED=true loads none of the SDK.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
 import type { MetricReader } from '@opentelemetry/sdk-metrics';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
@@ -44,6 +44,8 @@ export interface IncomingRequests {
   untraced(request: IncomingMessage): boolean;
   /** Attributes of the server span that replace instrumentation-http's own (span-attributes.ts). */
   spanAttributes(request: IncomingMessage): Attributes;
+  /** Why the service failed to answer (the status message of a 500's span), if it did (http/middleware.ts). */
+  failure(response: ServerResponse): string | undefined;
 }
 
 /** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
@@ -189,12 +191,18 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
         })()
       : undefined;
   // Until the service describes its requests, none arrive: it does so before it listens.
-  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}) };
+  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}), failure: () => undefined };
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
       // Its attributes are merged over the instrumentation's own before the span starts.
       startIncomingSpanHook: (request) => incoming.spanAttributes(request),
+      // Called once the instrumentation has set the span's status from the answer's code (with no
+      // message), just before the span ends; a client span's response is never a failure's.
+      applyCustomAttributesOnSpan: (span, _request, response) => {
+        const message = incoming.failure(response as ServerResponse);
+        if (message !== undefined) span.setStatus({ code: api.SpanStatusCode.ERROR, message });
+      },
     },
     // A span per Koa middleware or router layer would repeat the server span; the app sets the
     // route on it (http/middleware.ts) and the http instrumentation names the span from it.
@@ -216,8 +224,16 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
     resourceDetectors: auto.getResourceDetectors(),
     instrumentations,
     ...(selfMetrics === undefined ? {} : { metricReaders: [selfMetrics] }),
-    // No span processor: no TracerProvider, yet propagation still carries an incoming trace id to the logs.
-    ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
+    // Without an exporter, every span is dropped at its start, yet each request still gets a span
+    // context of its own (a trace id, a span id, unsampled): the id of its answer and log lines.
+    // (NodeSDK makes a TracerProvider only for a span processor: this one is never given a span.)
+    ...(exportsTraces(env)
+      ? {}
+      : {
+          spanProcessors: [{ onStart: () => undefined, onEnd: () => undefined, forceFlush: () => Promise.resolve(), shutdown: () => Promise.resolve() }],
+          // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- SamplingDecision.NOT_RECORD; its package is not a direct dependency
+          sampler: { shouldSample: () => ({ decision: 0 }), toString: () => 'RecordNothing' },
+        }),
   });
   if (logLevel !== undefined) env.OTEL_LOG_LEVEL = logLevel;
   sdk.start();
