@@ -85,7 +85,13 @@ export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
   const info: ServiceInfo = { ...packageInfo(), revision: config.buildRevision };
   // Metrics first: the logger counts in them the lines a blocked stdout drops.
-  const metrics = createMetrics({ service: info, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline(), faults: config });
+  const metrics = createMetrics({
+    service: info,
+    processMetrics: true,
+    spanPipeline: () => telemetry.readSpanPipeline(),
+    faults: config,
+    trustedProxies: config.trustedProxies,
+  });
   const logger = createLogger({ level: config.logLevel, service: info, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
   exitOnUnexpectedFailure(logger);
 
