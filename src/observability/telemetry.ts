@@ -224,16 +224,9 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
     resourceDetectors: auto.getResourceDetectors(),
     instrumentations,
     ...(selfMetrics === undefined ? {} : { metricReaders: [selfMetrics] }),
-    // Without an exporter, every span is dropped at its start, yet each request still gets a span
-    // context of its own (a trace id, a span id, unsampled): the id of its answer and log lines.
-    // (NodeSDK makes a TracerProvider only for a span processor: this one is never given a span.)
-    ...(exportsTraces(env)
-      ? {}
-      : {
-          spanProcessors: [{ onStart: () => undefined, onEnd: () => undefined, forceFlush: () => Promise.resolve(), shutdown: () => Promise.resolve() }],
-          // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- SamplingDecision.NOT_RECORD; its package is not a direct dependency
-          sampler: { shouldSample: () => ({ decision: 0 }), toString: () => 'RecordNothing' },
-        }),
+    // No span processor: no TracerProvider (a span made and dropped costs every request), yet
+    // propagation still carries an incoming trace id to the logs and the answer's id.
+    ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
   });
   if (logLevel !== undefined) env.OTEL_LOG_LEVEL = logLevel;
   sdk.start();
