@@ -10,6 +10,7 @@ import { ConfigError, parseConfig, type Config } from './config';
 import { createApp } from './http/app';
 import { faultsSet } from './http/faults';
 import { createMetricsServer } from './http/metrics-server';
+import { failureOf } from './http/middleware';
 import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
 import { createHttpServer, type ServerOptions } from './http/server';
 import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
@@ -79,6 +80,7 @@ export function createService(deps: ServiceDependencies): Service {
         trustedProxies: config.trustedProxies,
       }),
       traceContextTrusted: fromTrustedProxy(config.trustedProxies),
+      failure: failureOf,
     },
   };
 }
@@ -88,7 +90,13 @@ export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
   const info: ServiceInfo = { ...packageInfo(), revision: config.buildRevision };
   // Metrics first: the logger counts in them the lines a blocked stdout drops.
-  const metrics = createMetrics({ service: info, processMetrics: true, spanPipeline: () => telemetry.readSpanPipeline(), faults: config });
+  const metrics = createMetrics({
+    service: info,
+    processMetrics: true,
+    spanPipeline: () => telemetry.readSpanPipeline(),
+    faults: config,
+    trustedProxies: config.trustedProxies,
+  });
   const logger = createLogger({ level: config.logLevel, service: info, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
   exitOnUnexpectedFailure(logger);
 

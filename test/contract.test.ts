@@ -153,7 +153,12 @@ describe('the service answers as openapi.yaml says', () => {
     expect(() => expectDocumented('GET', '/nowhere', cacheable)).toThrow(/Cache-Control is missing/);
     const wrongBody: ParsedResponse = {
       status: 201,
-      headers: { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store', 'content-type': 'application/json; charset=utf-8' },
+      headers: {
+        'x-content-type-options': 'nosniff',
+        'cache-control': 'no-store',
+        traceresponse: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00',
+        'content-type': 'application/json; charset=utf-8',
+      },
       body: '{"product_id":0}',
     };
     expect(() => expectDocumented('POST', '/product', wrongBody)).toThrow(/body/);

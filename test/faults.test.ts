@@ -18,7 +18,7 @@ const FAILURE_ANSWER = {
   type: 'about:blank',
   title: 'Internal Server Error',
   status: 500,
-  detail: 'The server failed to answer this request; it has been logged.',
+  detail: 'The server failed to answer this request; it has been logged under its trace_id.',
 };
 
 const post = (baseUrl: string, headers: Record<string, string> = {}): Promise<Response> =>
@@ -56,11 +56,14 @@ describe('faults, in-process', () => {
 
   it('FAULT_ERROR_RATIO=1: every POST /product is answered 500 as a real failure, issues no id, and is logged as an error', async () => {
     const svc = await startWithFaults(1, 0);
+    const ids: string[] = [];
     for (let i = 0; i < 5; i += 1) {
       const response = await post(svc.baseUrl);
       expect(response.status).toBe(500);
       expect(response.headers.get('content-type')).toBe('application/problem+json');
-      expect(await response.json()).toEqual(FAILURE_ANSWER);
+      const traceId = response.headers.get('traceresponse')?.split('-')[1] ?? '';
+      expect(await response.json()).toEqual({ ...FAILURE_ANSWER, trace_id: traceId });
+      ids.push(traceId);
     }
     const body = await exposition(svc);
     expect(sampleValue(body, 'product_ids_issued_total')).toBe(0);
@@ -71,8 +74,12 @@ describe('faults, in-process', () => {
     const errors = svc.logs.filter((line) => line.msg === 'unexpected error while serving a request');
     expect(errors).toHaveLength(5);
     expect(errors[0]).toMatchObject({ level: 'error', err: { type: 'InjectedFault', message: 'fault injected on purpose (FAULT_ERROR_RATIO=1)' } });
+    // Each error line pairs with its answer and its request line, by the answer's id, under concurrency too.
+    expect(errors.map(({ method, route, status, trace_id }) => ({ method, route, status, trace_id }))).toEqual(
+      ids.map((trace_id) => ({ method: 'POST', route: '/product', status: 500, trace_id })),
+    );
     const completed = svc.logs.filter((line) => line.msg === 'request completed' && line.route === '/product');
-    expect(completed.map((line) => line.status)).toEqual([500, 500, 500, 500, 500]);
+    expect(completed.map((line) => [line.status, line.trace_id])).toEqual(ids.map((id) => [500, id]));
   });
 
   it('GET and HEAD /health are never faulted', async () => {
@@ -185,12 +192,20 @@ describe('faults in the built service', () => {
     const traceId = randomBytes(16).toString('hex');
     const response = await post(svc.baseUrl, { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` });
     expect(response.status).toBe(500);
-    expect(await response.json()).toEqual(FAILURE_ANSWER);
+    expect(await response.json()).toEqual({ ...FAILURE_ANSWER, trace_id: traceId });
 
     const [span] = (await collector.waitForSpans((s) => s.traceId === traceId)).filter((s) => s.traceId === traceId);
-    expect(span).toMatchObject({ name: 'POST /product', status: { code: STATUS_ERROR } });
+    const message = 'fault injected on purpose (FAULT_ERROR_RATIO=1)';
+    expect(span).toMatchObject({ name: 'POST /product', status: { code: STATUS_ERROR, message: `InjectedFault: ${message}` } });
     expect(span?.attributes).toMatchObject({ 'http.route': '/product', 'http.response.status_code': 500 });
     expect(span?.attributes['product.id']).toBeUndefined();
+    expect(span?.events).toEqual([
+      {
+        name: 'exception',
+        attributes: { 'exception.type': 'InjectedFault', 'exception.message': message, 'exception.stacktrace': expect.stringContaining(message) as unknown },
+      },
+    ]);
+    expect(response.headers.get('traceresponse')).toBe(`00-${traceId}-${span?.spanId ?? ''}-01`);
 
     const openMetrics = await (await fetch(svc.metricsUrl, { headers: { accept: 'application/openmetrics-text; version=1.0.0' } })).text();
     const exemplars = samples(openMetrics, 'http_server_request_duration_seconds_bucket').filter(
@@ -206,7 +221,7 @@ describe('faults in the built service', () => {
       },
       { timeout: 5000, interval: 20 },
     );
-    expect(lines[0]).toMatchObject({ level: 'error', err: { type: 'InjectedFault' } });
+    expect(lines[0]).toMatchObject({ level: 'error', err: { type: 'InjectedFault' }, method: 'POST', route: '/product', status: 500, span_id: span?.spanId });
     expect(lines[1]).toMatchObject({ level: 'info', route: '/product', status: 500 });
   });
 

@@ -102,7 +102,10 @@ describe('an unexpected error while serving a request', () => {
       expect(failed.status).toBe(500);
       expect(failed.headers.get('content-type')).toBe('application/problem+json');
       const body = await failed.text();
-      expect(JSON.parse(body)).toMatchObject({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
+      // The one thing the caller learns: the id to quote, in the header and the body.
+      const traceId = /^00-([0-9a-f]{32})-[0-9a-f]{16}-0[01]$/.exec(failed.headers.get('traceresponse') ?? '')?.[1];
+      expect(traceId).toBeDefined();
+      expect(JSON.parse(body)).toMatchObject({ type: 'about:blank', title: 'Internal Server Error', status: 500, trace_id: traceId });
       expect(body).not.toContain('boom-marker');
       expect(body).not.toMatch(/\bat .*:\d+:\d+|node_modules|\.ts\b|\.js\b/);
 
@@ -112,7 +115,9 @@ describe('an unexpected error while serving a request', () => {
       expect(err?.type).toBe('Error');
       expect(err?.message).toBe('boom-marker');
       expect(err?.stack).toContain('boom-marker');
-      expect(svc.logs.find((line) => line.msg === 'request completed')).toMatchObject({ level: 'info', route: '/product', status: 500 });
+      // Paired with its request and its answer by that id, and saying which request failed.
+      expect(errorLines[0]).toMatchObject({ method: 'POST', route: '/product', status: 500, trace_id: traceId });
+      expect(svc.logs.find((line) => line.msg === 'request completed')).toMatchObject({ level: 'info', route: '/product', status: 500, trace_id: traceId });
 
       const next = await post(svc.baseUrl);
       expect(next.status).toBe(201);

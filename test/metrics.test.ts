@@ -128,6 +128,62 @@ describe('counting, in-process', () => {
   });
 });
 
+describe('queue time: X-Request-Start from a trusted proxy (TRUSTED_PROXIES), in-process', () => {
+  const QUEUE = 'product_service_http_request_queue_seconds';
+  /** Sends POST /product with X-Request-Start `header`; returns what the two histograms observed for it (the request duration, and the queue time or undefined). */
+  async function observed(svc: InProcessService, header: string): Promise<{ seconds: number; queued: number | undefined }> {
+    const read = async (name: string, labels: Record<string, string> = {}) => {
+      const { body } = await svc.metrics.render(undefined);
+      return { count: sampleValue(body, `${name}_count`, labels) ?? 0, sum: sampleValue(body, `${name}_sum`, labels) ?? 0 };
+    };
+    const labels = { http_request_method: 'POST', http_route: '/product', http_response_status_code: '201' };
+    const [before, queueBefore] = [await read('http_server_request_duration_seconds', labels), await read(QUEUE)];
+    expect((await post(svc.baseUrl, '/product', { headers: { 'x-request-start': header } })).status).toBe(201);
+    const [after, queueAfter] = [await read('http_server_request_duration_seconds', labels), await read(QUEUE)];
+    expect(after.count - before.count).toBe(1);
+    const queued = queueAfter.count - queueBefore.count === 1 ? queueAfter.sum - queueBefore.sum : undefined;
+    return { seconds: after.sum - before.sum, queued };
+  }
+  const ago = (ms: number): number => Date.now() - ms;
+
+  // The test client connects from 127.0.0.1.
+  it.each([
+    ['nginx: t=${msec}, seconds with milliseconds', () => `t=${(ago(300) / 1000).toFixed(3)}`],
+    ['Heroku: milliseconds, no t=', () => String(ago(300))],
+    ['Apache %t: t= and microseconds', () => `t=${ago(300) * 1000}`],
+    ['t= and nanoseconds', () => `t=${BigInt(ago(300)) * 1_000_000n}`],
+  ])('%s, 300 ms ago: the request is observed as at least 0.3 s, and its queue time too', async (_form, header) => {
+    const svc = await startInProcess({ trustedProxies: '10.0.0.0/8,127.0.0.1' });
+    onTestFinished(() => svc.close());
+    const { seconds, queued } = await observed(svc, header());
+    expect(seconds).toBeGreaterThanOrEqual(0.3);
+    expect(queued).toBeGreaterThanOrEqual(0.3);
+    expect(queued).toBeLessThanOrEqual(seconds);
+  });
+
+  it('ignores it from a client that is not a trusted proxy, and when it is in the future, over an hour old or malformed', async () => {
+    const untrusted = await startInProcess({ trustedProxies: '10.0.0.0/8' });
+    const trusted = await startInProcess({ trustedProxies: '127.0.0.1' });
+    onTestFinished(async () => {
+      await Promise.all([untrusted.close(), trusted.close()]);
+    });
+    // Were any of them believed, the request would read 10 s (or two hours) long, or negative.
+    const cases: Array<[InProcessService, string]> = [
+      [untrusted, `t=${(ago(10_000) / 1000).toFixed(3)}`],
+      [trusted, `t=${(ago(-10_000) / 1000).toFixed(3)}`],
+      [trusted, `t=${(ago(2 * 3600_000) / 1000).toFixed(3)}`],
+      [trusted, 't=soon'],
+      [trusted, `t=${ago(10_000)}, t=${ago(10_000)}`],
+    ];
+    for (const [svc, header] of cases) {
+      const { seconds, queued } = await observed(svc, header);
+      expect(queued, header).toBeUndefined();
+      expect(seconds, header).toBeGreaterThanOrEqual(0);
+      expect(seconds, header).toBeLessThan(5);
+    }
+  });
+});
+
 describe('the built service', () => {
   let collector: OtlpReceiver;
   let svc: ServiceProcess;

@@ -32,10 +32,17 @@ describe('a client generated from openapi.yaml', () => {
 
   it('reads a problem as the typed error', async () => {
     const { data, error, response } = await client.POST('/product', { body: 'x'.repeat(65), bodySerializer: (body) => String(body) });
-    expectTypeOf(error).toEqualTypeOf<{ type: 'about:blank'; title: string; status: number; detail?: string } | undefined>();
+    expectTypeOf(error).toEqualTypeOf<{ type: 'about:blank'; title: string; status: number; detail?: string; trace_id: string } | undefined>();
     expect(data).toBeUndefined();
     expect(response.status).toBe(413);
-    expect(error).toEqual({ type: 'about:blank', title: 'Payload Too Large', status: 413, detail: 'The request body is larger than the limit of 64 bytes.' });
+    expect(error).toEqual({
+      type: 'about:blank',
+      title: 'Payload Too Large',
+      status: 413,
+      detail: 'The request body is larger than the limit of 64 bytes.',
+      trace_id: expect.stringMatching(/^[0-9a-f]{32}$/) as unknown,
+    });
+    expect(response.headers.get('traceresponse')).toContain(`-${error?.trace_id ?? 'none'}-`);
   });
 
   it('asks for health, as text', async () => {

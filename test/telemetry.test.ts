@@ -77,6 +77,14 @@ async function load(svc: ServiceProcess, total: number, concurrency = 10): Promi
   return { statuses, slowestMs };
 }
 
+/** The ids an answer's traceresponse header carries (W3C Trace Context Level 2: version-traceid-spanid-flags). */
+function traceResponseOf(response: Response): { traceId: string; spanId: string; flags: string } {
+  const value = response.headers.get('traceresponse') ?? '';
+  const [, traceId = '', spanId = '', flags = ''] = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(value) ?? [];
+  if (traceId === '') throw new Error(`not a traceresponse: ${JSON.stringify(value)}`);
+  return { traceId, spanId, flags };
+}
+
 /** The completed-request log line of the trace `traceId` (log lines may reach the pipe after the response). */
 const requestLogLine = (svc: ServiceProcess, traceId: string): Promise<Record<string, unknown>> =>
   svc.waitForLog((line) => line.msg === 'request completed' && line.trace_id === traceId);
@@ -251,11 +259,13 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
     for (const request of collector.requests) expect(request.contentType).toBe(contentType);
   });
 
-  it("puts the server span's trace_id and span_id, and trace_flags 01, on the request's log line", async () => {
+  it("puts the server span's trace_id and span_id, and trace_flags 01, on the request's log line and in the answer's traceresponse", async () => {
     const { svc, collector } = shared;
     const trace = newTraceContext();
-    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    const answer = await fetch(`${svc.baseUrl}/product`, { method: 'POST', headers: { traceparent: trace.traceparent }, body: '{}' });
+    expect(answer.status).toBe(201);
     const span = await spanOf(collector, trace.traceId);
+    expect(traceResponseOf(answer)).toEqual({ traceId: trace.traceId, spanId: span.spanId, flags: '01' });
     expect(await requestLogLine(svc, trace.traceId)).toMatchObject({
       route: '/product',
       status: 201,
@@ -716,17 +726,35 @@ describe('resource', () => {
 });
 
 describe('configurations that export nothing, or to the default endpoint', () => {
-  it('without an endpoint or OTEL_TRACES_EXPORTER: no connection to localhost:4318 (while serving or at SIGTERM), nothing on stderr; a traceparent still reaches the log line', async () => {
+  it("without an endpoint or OTEL_TRACES_EXPORTER (the chart's default): no connection to localhost:4318 (while serving or at SIGTERM), nothing on stderr; each answer's traceresponse carries an id of its own (the caller's trace id when it sent one, a span id of this service's), unsampled, on its log lines", async () => {
     const listener = await listenOnDefaultOtlpPort();
-    const svc = await service({ ...FAST_EXPORT });
+    const svc = await service({ ...FAST_EXPORT, LOG_LEVEL: 'debug' });
     const trace = newTraceContext();
-    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
-    expect((await postProduct(svc)).status).toBe(201);
+    const traced = await fetch(`${svc.baseUrl}/product`, { method: 'POST', headers: { traceparent: trace.traceparent }, body: '{}' });
+    const untraced = await fetch(`${svc.baseUrl}/product`, { method: 'POST', body: '{}' });
+    const notFound = await fetch(`${svc.baseUrl}/nowhere`);
+    expect([traced.status, untraced.status, notFound.status]).toEqual([201, 201, 404]);
+    const ids = [traced, untraced, notFound].map(traceResponseOf);
+    // The caller's trace continues, in a span of this service's; without a traceparent, a trace of its own.
+    expect(ids[0]?.traceId).toBe(trace.traceId);
+    expect(ids[0]?.spanId).not.toBe(trace.parentSpanId);
+    expect(new Set(ids.map((id) => id.traceId)).size).toBe(3);
+    for (const id of ids) {
+      expect(id.flags).toBe('00');
+      expect(await requestLogLine(svc, id.traceId)).toMatchObject({ trace_id: id.traceId });
+    }
+    expect(await notFound.json()).toMatchObject({ status: 404, trace_id: ids[2]?.traceId });
 
-    const completed = (): Array<Record<string, unknown>> => svc.logLines().filter((line) => line.msg === 'request completed');
-    await svc.waitForLog(() => completed().length >= 2);
-    expect(completed()[0]?.trace_id).toBe(trace.traceId);
-    expect(completed()[1]).not.toHaveProperty('trace_id');
+    // A probe (no span) and a request refused before the application get an id all the same, on their (debug) lines.
+    const probe = traceResponseOf(await fetch(`${svc.baseUrl}/health`));
+    expect(await requestLogLine(svc, probe.traceId)).toMatchObject({ level: 'debug', route: '/health', status: 200 });
+    const refused = parseResponse(await rawExchange(svc.port, 'POST /product HTTP/1.1\r\nContent-Length: 0\r\n\r\n'));
+    expect(refused.status).toBe(400);
+    const refusedId = /^00-([0-9a-f]{32})-[0-9a-f]{16}-00$/.exec(refused.headers.traceresponse ?? '')?.[1];
+    expect(JSON.parse(refused.body)).toMatchObject({ status: 400, trace_id: refusedId });
+    expect(await svc.waitForLog((line) => line.msg === 'refused a request before the application' && line.trace_id === refusedId)).toMatchObject({
+      status: 400,
+    });
     expect(sum(byErrorType(await scrape(svc.metricsUrl), PROCESSED))).toBe(0);
 
     expect(await svc.stop('SIGTERM')).toBe(0);
@@ -744,10 +772,15 @@ describe('configurations that export nothing, or to the default endpoint', () =>
     for (const request of collector.requests) expect(request.contentType).toBe('application/x-protobuf');
   });
 
-  it('OTEL_SDK_DISABLED=true: requests work, no span is exported, log lines carry no trace_id even with a traceparent', async () => {
+  it("OTEL_SDK_DISABLED=true: requests work, no span is exported, no traceparent is read; each answer's traceresponse is a random id, on its log line", async () => {
     const collector = await receiver();
     const svc = await service({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT });
-    expect((await postProduct(svc, { traceparent: newTraceContext().traceparent })).status).toBe(201);
+    const caller = newTraceContext();
+    const answer = await fetch(`${svc.baseUrl}/product`, { method: 'POST', headers: { traceparent: caller.traceparent }, body: '{}' });
+    expect(answer.status).toBe(201);
+    const id = traceResponseOf(answer);
+    expect(id.traceId).not.toBe(caller.traceId);
+    expect(id.flags).toBe('00');
     expect((await fetch(`${svc.baseUrl}/health`)).status).toBe(200);
     expect(sum(byErrorType(await scrape(svc.metricsUrl), PROCESSED))).toBe(0);
 
@@ -755,8 +788,7 @@ describe('configurations that export nothing, or to the default endpoint', () =>
     expect(await svc.stop('SIGTERM')).toBe(0);
     expect(collector.requests).toHaveLength(0);
     const line = svc.logLines().find((l) => l.msg === 'request completed');
-    expect(line).toMatchObject({ route: '/product', status: 201 });
-    expect(line).not.toHaveProperty('trace_id');
+    expect(line).toMatchObject({ route: '/product', status: 201, trace_id: id.traceId });
     expect(line).not.toHaveProperty('span_id');
   });
 

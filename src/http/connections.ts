@@ -12,6 +12,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger';
 import { refusalReason, type Metrics } from '../observability/metrics';
 import { problemAnswer, sendProblem } from './problem';
+import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 
 /**
  * How long, and for how many bytes, a connection the server closes keeps being read (and what it
@@ -134,8 +135,12 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       (target instanceof ServerResponse ? target.req.socket : target).destroy();
       return;
     }
-    logger.debug({ status, detail, code, in_application: inApplication }, REFUSAL_LOG_MESSAGE);
-    const answer = problemAnswer(status, detail, { ...refusal.headers, Connection: 'close' });
+    // The id of the request the answer is for: the one the application gave it already (a 408
+    // mid-body), else its span's, else a new one (traceresponse).
+    const given = target instanceof ServerResponse ? undefined : currentResponse(target)?.getHeader(TRACE_RESPONSE);
+    const answerId = typeof given === 'string' ? given : traceResponse();
+    logger.debug({ status, detail, code, in_application: inApplication, trace_id: traceIdOf(answerId) }, REFUSAL_LOG_MESSAGE);
+    const answer = problemAnswer(status, detail, { ...refusal.headers, Connection: 'close' }, answerId);
     if (target instanceof ServerResponse) {
       sendProblem(target, answer);
       return;

@@ -3,6 +3,7 @@
  * All but securityHeaders do their part after `await next()`, once the inner ones have settled
  * the answer.
  */
+import type { ServerResponse } from 'node:http';
 import type { RouterContext } from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { context, trace, TraceFlags } from '@opentelemetry/api';
@@ -14,6 +15,7 @@ import { HttpProblem, problemAnswer } from './problem';
 import { ConnectionClosed } from './request-body';
 import { PROBE_ROUTES } from './routes';
 import { SECURITY_HEADERS } from './security-headers';
+import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 
 /** Sets the headers every answer carries, errors included. */
 export function securityHeaders(): Middleware {
@@ -24,20 +26,22 @@ export function securityHeaders(): Middleware {
 }
 
 /**
- * Records each request once its answer is known: the duration histogram (with the trace id of a
- * sampled request as exemplar) and the request log line, which is written inside the request's
- * context and so carries its trace_id. The duration starts when the API server received the
- * request (server.ts), so it includes what ran before the application.
+ * Gives the answer its id (trace-response.ts), then records the request once its answer is known:
+ * the duration histogram (with the trace id of a sampled request as exemplar) and the request log
+ * line with that id as trace_id. The duration starts when the API server received the request, or
+ * when the trusted proxy in front did (metrics.ts, receivedAt), so it includes what ran before.
  */
 export function recordRequests(logger: Logger, metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'>): Middleware {
   return async function recordRequests(ctx, next) {
     const startedAt = metrics.receivedAt(ctx.req) ?? performance.now();
+    const answerId = traceResponse();
+    ctx.set(TRACE_RESPONSE, answerId);
     await next();
     const seconds = (performance.now() - startedAt) / 1000;
     const route = routeOf(ctx);
     const status = ctx.status;
     metrics.observeRequest(ctx.method, route, status, seconds, sampledTraceId());
-    const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3 };
+    const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3, trace_id: traceIdOf(answerId) };
     if (PROBE_ROUTES.has(route)) logger.debug(line, 'request completed');
     else logger.info(line, 'request completed');
   };
@@ -72,9 +76,11 @@ export function answerProblems(logger: Logger): Middleware {
       } else if (error instanceof HttpProblem) {
         writeProblem(ctx, error.status, error.detail, error.headers);
       } else {
-        // Details stay in the log; the client learns only that it was our fault.
-        logger.error({ err: error }, 'unexpected error while serving a request');
-        writeProblem(ctx, 500, 'The server failed to answer this request; it has been logged.');
+        // Details stay in the log and the span; the client learns only that it was our fault, and its id.
+        const trace_id = traceIdOf(ctx.response.get(TRACE_RESPONSE));
+        logger.error({ err: error, method: ctx.method, route: routeOf(ctx), status: 500, trace_id }, 'unexpected error while serving a request');
+        recordFailure(ctx.res, error);
+        writeProblem(ctx, 500, 'The server failed to answer this request; it has been logged under its trace_id.');
       }
     }
     if (!canAnswerOn(ctx.req.socket)) leaveUnanswered(ctx);
@@ -90,8 +96,25 @@ function leaveUnanswered(ctx: Context): void {
   ctx.respond = false;
 }
 
+/** Why each failed request failed (a 500's span status message), until its response is gone. */
+const failures = new WeakMap<ServerResponse, string>();
+
+/** The exception on the server span, as an exception event, and its message kept for the span's status (failureOf). */
+function recordFailure(res: ServerResponse, error: unknown): void {
+  const exception = error instanceof Error ? error : String(error);
+  trace.getActiveSpan()?.recordException(exception);
+  failures.set(res, typeof exception === 'string' ? exception : `${exception.name}: ${exception.message}`);
+}
+
+/**
+ * The status message of the server span of a request that failed with an unexpected error.
+ * instrumentation-http sets the span's status from the answer's code when the response ends,
+ * without a message; telemetry.ts asks for the message then, through IncomingRequests.failure.
+ */
+export const failureOf = (res: ServerResponse): string | undefined => failures.get(res);
+
 function writeProblem(ctx: Context, status: number, detail?: string, headers?: Readonly<Record<string, string>>): void {
-  const answer = problemAnswer(status, detail, headers);
+  const answer = problemAnswer(status, detail, headers, ctx.response.get(TRACE_RESPONSE));
   ctx.status = status;
   ctx.set(answer.headers);
   // Koa sets Content-Length again from the body.

@@ -1,16 +1,20 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import { SECURITY_HEADERS } from './security-headers';
+import { TRACE_RESPONSE, traceIdOf } from './trace-response';
 
 /**
  * RFC 9457 problem details: the one shape of every error answer this service gives.
  * `type` is "about:blank" because the HTTP status already says everything a client can act on;
- * the RFC then asks that `title` be the status phrase.
+ * the RFC then asks that `title` be the status phrase. `trace_id`, an extension member, is the id
+ * of the request (its traceresponse header's), under the name its log lines give it: the one thing
+ * to quote. Not `instance`, which must be a URI, and no URI scheme names a trace.
  */
 interface ProblemDetails {
   type: 'about:blank';
   title: string;
   status: number;
   detail?: string;
+  trace_id?: string;
 }
 
 const PROBLEM_CONTENT_TYPE = 'application/problem+json';
@@ -41,12 +45,16 @@ export interface ProblemAnswer {
   readonly body: string;
 }
 
-export function problemAnswer(status: number, detail?: string, extraHeaders: Readonly<Record<string, string>> = {}): ProblemAnswer {
-  const body = JSON.stringify(problem(status, detail));
+/** The answer; with `traceResponse` (trace-response.ts), the request's id in its header and in the body's trace_id. */
+export function problemAnswer(status: number, detail?: string, extraHeaders: Readonly<Record<string, string>> = {}, traceResponse?: string): ProblemAnswer {
+  const details = problem(status, detail);
+  if (traceResponse !== undefined) details.trace_id = traceIdOf(traceResponse);
+  const body = JSON.stringify(details);
   const headers = {
     'Content-Type': PROBLEM_CONTENT_TYPE,
     'Content-Length': String(Buffer.byteLength(body)),
     ...SECURITY_HEADERS,
+    ...(traceResponse === undefined ? {} : { [TRACE_RESPONSE]: traceResponse }),
     ...extraHeaders,
   };
   return { status, headers, body };

@@ -1,8 +1,9 @@
 import type { IncomingMessage } from 'node:http';
+import { BlockList, isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
-import { NO_FAULTS, type Faults } from '../config';
+import { NO_FAULTS, type AddressRange, type Faults } from '../config';
 import type { ServiceInfo } from '../service-info';
 import type { Telemetry } from './telemetry';
 
@@ -57,9 +58,12 @@ export interface Metrics {
   countLogLinesDropped(lines: number): void;
   /** Counts a request (or a connection) the API server refused before the application saw it. */
   countRefusedRequest(reason: RefusalReason): void;
-  /** Notes the moment the API server received a request: its recorded duration starts there. */
+  /**
+   * Notes the moment the API server received a request: its recorded duration starts there, or
+   * earlier by the time it queued, when a trusted proxy said when it received it (requestQueuedMs).
+   */
   requestReceived(req: IncomingMessage): void;
-  /** When requestReceived saw the request (performance.now()), if it did. */
+  /** Where the recorded duration of the request starts (performance.now()), if requestReceived saw it. */
   receivedAt(req: IncomingMessage): number | undefined;
   /** Records one finished request. `traceId` is given for sampled requests and becomes an exemplar. */
   observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void;
@@ -75,6 +79,8 @@ export interface MetricsOptions {
   spanPipeline?: Telemetry['readSpanPipeline'];
   /** The faults injected into POST /product (config.ts), shown so that a rehearsal is not taken for an incident; none by default. */
   faults?: Faults;
+  /** Proxies whose X-Request-Start is believed (TRUSTED_PROXIES); none by default. */
+  trustedProxies?: readonly AddressRange[];
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
@@ -98,13 +104,20 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   const requestDuration = new Histogram({
     name: 'http_server_request_duration_seconds',
-    help: 'Duration of HTTP server requests, from the API server receiving the request to the response being handed to Node.',
+    help: 'Duration of HTTP server requests, from the API server receiving the request (or the trusted proxy in front, when it sends X-Request-Start) to the response being handed to Node.',
     labelNames: ['http_request_method', 'http_route', 'http_response_status_code'] as const,
     buckets: DURATION_BUCKETS,
     enableExemplars: true,
     registers: [registry],
   });
   for (const labels of INITIAL_REQUEST_SERIES) requestDuration.zero(labels);
+  const queueDuration = new Histogram({
+    name: 'product_service_http_request_queue_seconds',
+    help: 'Time requests waited between a trusted proxy receiving them (its X-Request-Start header) and the API server reading them; only requests that carry one. http_server_request_duration_seconds includes it.',
+    buckets: DURATION_BUCKETS,
+    registers: [registry],
+  });
+  const queuedMs = requestQueuedMs(options.trustedProxies ?? []);
 
   const refused = new Counter({
     name: 'product_service_http_requests_refused_total',
@@ -142,7 +155,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
     countProductIdIssued: () => productIdsIssued.inc(),
     countLogLinesDropped: (lines) => logLinesDropped.inc(lines),
     countRefusedRequest: (reason) => refused.inc({ reason }),
-    requestReceived: (req) => void received.set(req, performance.now()),
+    requestReceived(req) {
+      const queued = queuedMs(req);
+      if (queued !== undefined) queueDuration.observe(queued / 1000);
+      received.set(req, performance.now() - (queued ?? 0));
+    },
     receivedAt: (req) => received.get(req),
     observeRequest(method, route, status, seconds, traceId) {
       requestDuration.observe({
@@ -153,6 +170,34 @@ export function createMetrics(options: MetricsOptions): Metrics {
       });
     },
     render: createRenderer(registry),
+  };
+}
+
+/** The most a proxy's X-Request-Start may lie in the past: beyond it, the clocks disagree, not the queue. */
+const MAX_QUEUE_MS = 3_600_000;
+
+/**
+ * How long a request waited before the API server read it, in ms, from the X-Request-Start
+ * header of a trusted proxy (the peer is in `trusted`): `t=` and the time it received the
+ * request since the epoch, in seconds with a fraction (nginx's `${msec}`), milliseconds (Heroku's
+ * router, without `t=`), microseconds (Apache's `%t`) or nanoseconds, told apart by magnitude.
+ * Undefined for anyone else's header (a client would set its own latency), for no header, and
+ * for a time in the future or over an hour ago.
+ */
+function requestQueuedMs(trustedProxies: readonly AddressRange[]): (req: IncomingMessage) => number | undefined {
+  if (trustedProxies.length === 0) return () => undefined;
+  const trusted = new BlockList();
+  for (const { address, prefix, family } of trustedProxies) trusted.addSubnet(address, prefix, family);
+  return (req) => {
+    const header = req.headers['x-request-start'];
+    const peer = req.socket.remoteAddress;
+    if (typeof header !== 'string' || peer === undefined || !trusted.check(peer, isIP(peer) === 6 ? 'ipv6' : 'ipv4')) return undefined;
+    const match = /^(?:t=)?(\d{1,19}(?:\.\d{1,9})?)$/.exec(header.trim());
+    if (match === null) return undefined;
+    const value = Number(match[1]);
+    const startedMs = value < 1e11 ? value * 1e3 : value < 1e14 ? value : value < 1e17 ? value / 1e3 : value / 1e6;
+    const queued = Date.now() - startedMs;
+    return queued >= 0 && queued <= MAX_QUEUE_MS ? queued : undefined;
   };
 }
 

@@ -18,7 +18,7 @@
  * Every default below is written into the environment only when the variable is unset, so a
  * user's value of any standard variable wins. OTEL_SDK_DISABLED=true loads none of the SDK.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
 import type { MetricReader } from '@opentelemetry/sdk-metrics';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
@@ -46,6 +46,8 @@ export interface IncomingRequests {
   spanAttributes(request: IncomingMessage): Attributes;
   /** Whether the request's trace headers are believed: it came from a proxy in TRUSTED_PROXIES. */
   traceContextTrusted(request: IncomingMessage): boolean;
+  /** Why the service failed to answer (the status message of a 500's span), if it did (http/middleware.ts). */
+  failure(response: ServerResponse): string | undefined;
 }
 
 /** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
@@ -209,7 +211,7 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
         })()
       : undefined;
   // Until the service describes its requests, none arrive: it does so before it listens.
-  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}), traceContextTrusted: () => false };
+  let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}), traceContextTrusted: () => false, failure: () => undefined };
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
@@ -221,6 +223,12 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
       startIncomingSpanHook: (request) => {
         if (!incoming.traceContextTrusted(request)) for (const field of api.propagation.fields()) Reflect.deleteProperty(request.headers, field);
         return incoming.spanAttributes(request);
+      },
+      // Called once the instrumentation has set the span's status from the answer's code (with no
+      // message), just before the span ends; a client span's response is never a failure's.
+      applyCustomAttributesOnSpan: (span, _request, response) => {
+        const message = incoming.failure(response as ServerResponse);
+        if (message !== undefined) span.setStatus({ code: api.SpanStatusCode.ERROR, message });
       },
     },
     // A span per Koa middleware or router layer would repeat the server span; the app sets the
@@ -243,7 +251,8 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
     resourceDetectors: auto.getResourceDetectors(),
     instrumentations,
     ...(selfMetrics === undefined ? {} : { metricReaders: [selfMetrics] }),
-    // No span processor: no TracerProvider, yet propagation still carries an incoming trace id to the logs.
+    // No span processor: no TracerProvider (a span made and dropped costs every request), yet
+    // propagation still carries an incoming trace id to the logs and the answer's id.
     ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
   });
   if (logLevel !== undefined) env.OTEL_LOG_LEVEL = logLevel;

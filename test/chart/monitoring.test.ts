@@ -3,12 +3,16 @@
 // (links, labels, disabled alerts, intervals), the schema refuses what would render broken rules,
 // two releases' dashboards never collide, and the chart renders from a copy of its own directory.
 // What the rules do is unit-tested with promtool in test/deploy/rules.test.ts.
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths';
+import { codeBlocks, section } from './docs';
 import { CRD_APIS, chartDir, envValue, findOne, helm, mainContainer, must, ofKind, template } from './helm';
+import { startKubeApiStub, type KubeApiStub, type KubeRequest } from './kube-api-stub';
 import { validateObject } from './validate';
 
 const RULES_AND_DASHBOARD = ['--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.grafanaDashboard.enabled=true'];
@@ -249,6 +253,99 @@ describe('the runbook (docs/runbook.md)', () => {
         ).toContain(Number(port));
       }
     }
+  });
+
+  describe('every kubectl command, run by the real kubectl against a stub API server that records what it asks', () => {
+    const kubectl = join(ROOT, '.tools/bin/kubectl');
+    const runbookFile = join(ROOT, 'docs/runbook.md');
+    /** The runbook's NS=, JOB=, RELEASE=, POD= block: each command runs after it, as a reader's shell would. */
+    const [namesBlock = ''] = codeBlocks(section(runbookFile, 'The names in the commands'), 'sh');
+    /** Each command as written, without a trailing comment or `&`; placeholders a reader fills in filled in. */
+    const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const asWritten = [
+      ...new Set(
+        [...runbook.matchAll(/kubectl [\w-]+ [^`\n]+/g)].map((match) =>
+          match[0]
+            .replace(/\s+#.*$/, '')
+            .replace(/\s*&$/, '')
+            .trim(),
+        ),
+      ),
+    ];
+    const fillIn = (command: string): string => command.replace('<trace_id>', TRACE_ID).replace('<n>', '2').replace('<node>', 'node-1');
+    const podLabels = must(deployment.spec?.template.metadata?.labels, 'pod labels');
+    const container = must(deployment.spec?.template.spec?.containers[0]?.name, 'container');
+    // The runbook's example pod (POD=), and another of the same Deployment.
+    const pods = [must(/^POD=(\S+)/m.exec(namesBlock)?.[1], 'POD= in the runbook'), `${names.JOB ?? ''}-6b7f9c8d4-q7w2m`];
+    /** 100 lines per pod; on the second pod, the line of the trace sought is 45 lines back. */
+    const logLines = (pod: string): string[] =>
+      Array.from({ length: 100 }, (_, i) =>
+        JSON.stringify({ level: 'info', msg: 'request completed', pod, trace_id: pod === pods[1] && i === 55 ? TRACE_ID : String(i).padStart(32, '0') }),
+      );
+    let stub: KubeApiStub | undefined;
+    const runs = new Map<string, { status: number | null; stdout: string; stderr: string; asked: KubeRequest[] }>();
+    beforeAll(async () => {
+      if (!existsSync(kubectl)) throw new Error(`kubectl is missing at ${kubectl}. Install it with: sh scripts/ci/install-helm.sh`);
+      const api = await startKubeApiStub({ namespace: names.NS ?? '', name: names.JOB ?? '', podLabels, container, pods, logLines });
+      stub = api;
+      for (const command of asWritten) {
+        api.reset();
+        const from = api.requests.length;
+        // Not spawnSync: the stub answers from this process's event loop.
+        const child = spawn('sh', ['-c', `${namesBlock}\n${fillIn(command)}`], {
+          env: { PATH: `${dirname(kubectl)}:${process.env.PATH ?? ''}`, HOME: api.home, KUBECONFIG: api.kubeconfig },
+          timeout: 30_000,
+        });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        const [status] = (await once(child, 'close')) as [number | null];
+        runs.set(command, { status, stdout, stderr, asked: api.requests.slice(from) });
+      }
+    }, 300_000);
+    afterAll(() => stub?.close());
+
+    it('are accepted by kubectl and ask the API server only about the release, in its namespace', () => {
+      expect(asWritten.length).toBeGreaterThan(10);
+      // What the stub cannot do: stream a port-forward, or hold a rollout history to undo.
+      const stubLimits = [/ port-forward /, / rollout undo /];
+      for (const command of asWritten) {
+        const run = must(runs.get(command), command);
+        const what = `${command}\n${run.stderr}\nexit ${String(run.status)}, asked ${JSON.stringify(run.asked.map((r) => `${r.method} ${r.path}`))}`;
+        expect(run.stderr, what).not.toMatch(/unknown (flag|command|shorthand)|invalid argument|Usage:|See 'kubectl/);
+        const asked = run.asked.filter((request) => request.path.includes('/namespaces/') || request.path.includes('/nodes'));
+        expect(asked.length, what).toBeGreaterThan(0);
+        if (!command.startsWith('kubectl describe node'))
+          for (const request of asked) expect(request.path, what).toMatch(new RegExp(`/namespaces/${names.NS ?? ''}(/|$)`));
+        if (!stubLimits.some((limit) => limit.test(command))) expect(run.status, what).toBe(0);
+      }
+      const forwards = [...runs].filter(([command]) => command.includes(' port-forward '));
+      expect(forwards.length).toBeGreaterThan(0);
+      for (const [command, run] of forwards)
+        expect(
+          run.asked.map((r) => r.path),
+          command,
+        ).toContain(`/api/v1/namespaces/${names.NS ?? ''}/pods/${pods[0] ?? ''}/portforward`);
+    });
+
+    it('the trace -> log step reads every line of the last hour of every pod, and finds a line 45 lines back', () => {
+      const traceToLog = asWritten.filter((command) => / logs -l /.test(command) && command.includes('<trace_id>'));
+      expect(traceToLog.length).toBeGreaterThan(0);
+      for (const command of traceToLog) {
+        const run = must(runs.get(command), command);
+        const logs = run.asked.filter((request) => request.path.endsWith('/log'));
+        expect(logs.map((request) => request.path.split('/')[6]).sort(), command).toEqual([...pods].sort());
+        // No tailLines: all of them (kubectl asks for 10 per pod by default with a selector).
+        for (const request of logs) expect(request.query, command).toEqual({ container, sinceSeconds: '3600' });
+        expect(run.status, `${command}\n${run.stderr}`).toBe(0);
+        expect(run.stdout).toContain(
+          `[pod/${pods[1] ?? ''}/${container}] {"level":"info","msg":"request completed","pod":"${pods[1] ?? ''}","trace_id":"${TRACE_ID}"}`,
+        );
+      }
+      const previous = [...runs].find(([command]) => command.includes('--previous'))?.[1];
+      expect(previous?.asked.find((request) => request.path.endsWith('/log'))?.query).toMatchObject({ previous: 'true' });
+    });
   });
 
   it("selects in its PromQL the job and namespace the chart's rules select", () => {

@@ -27,6 +27,8 @@ export interface InProcessOverrides {
   issueProductId?: ServiceDependencies['issueProductId'];
   /** Faults injected into POST /product, as FAULT_ERROR_RATIO and FAULT_DELAY set them. */
   faults?: Faults;
+  /** TRUSTED_PROXIES, as the variable is written. */
+  trustedProxies?: string;
 }
 
 /**
@@ -42,10 +44,15 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
       callback();
     },
   });
-  const config = parseConfig({ HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0' });
+  const config = parseConfig({ HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', TRUSTED_PROXIES: overrides.trustedProxies });
   const logger = createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination });
   const faults = overrides.faults ?? config;
-  const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test' }, processMetrics: false, faults });
+  const metrics = createMetrics({
+    service: { name: 'product-service', version: 'test', revision: 'test' },
+    processMetrics: false,
+    faults,
+    trustedProxies: config.trustedProxies,
+  });
   const service = createService({
     config: { ...config, ...overrides.faults, bodyLimit: overrides.bodyLimit ?? config.bodyLimit },
     logger,

@@ -69,6 +69,8 @@ export interface components {
             /** @description The answer's HTTP status. */
             status: number;
             detail?: string;
+            /** @description The request's trace id, as in the `traceresponse` header and the request's log lines. */
+            trace_id: string;
         };
     };
     responses: {
@@ -77,6 +79,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -93,6 +96,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -104,6 +108,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 Allow: components["headers"]["Allow"];
                 [name: string]: unknown;
             };
@@ -114,6 +119,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -122,7 +128,8 @@ export interface components {
                  *       "type": "about:blank",
                  *       "title": "Bad Request",
                  *       "status": 400,
-                 *       "detail": "An HTTP/1.1 request needs exactly one Host header."
+                 *       "detail": "An HTTP/1.1 request needs exactly one Host header.",
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -133,6 +140,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -140,7 +148,8 @@ export interface components {
                  * @example {
                  *       "type": "about:blank",
                  *       "title": "Not Found",
-                 *       "status": 404
+                 *       "status": 404,
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -151,6 +160,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 Allow: components["headers"]["Allow"];
                 [name: string]: unknown;
             };
@@ -159,7 +169,8 @@ export interface components {
                  * @example {
                  *       "type": "about:blank",
                  *       "title": "Method Not Allowed",
-                 *       "status": 405
+                 *       "status": 405,
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -170,6 +181,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -178,7 +190,8 @@ export interface components {
                  *       "type": "about:blank",
                  *       "title": "Request Timeout",
                  *       "status": 408,
-                 *       "detail": "The request was not received in time."
+                 *       "detail": "The request was not received in time.",
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -189,6 +202,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -197,7 +211,8 @@ export interface components {
                  *       "type": "about:blank",
                  *       "title": "Payload Too Large",
                  *       "status": 413,
-                 *       "detail": "The request body is larger than the limit of 1048576 bytes."
+                 *       "detail": "The request body is larger than the limit of 1048576 bytes.",
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -208,6 +223,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -216,7 +232,8 @@ export interface components {
                  *       "type": "about:blank",
                  *       "title": "Expectation Failed",
                  *       "status": 417,
-                 *       "detail": "The only expectation this server meets is 100-continue."
+                 *       "detail": "The only expectation this server meets is 100-continue.",
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -227,6 +244,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -235,17 +253,19 @@ export interface components {
                  *       "type": "about:blank",
                  *       "title": "Request Header Fields Too Large",
                  *       "status": 431,
-                 *       "detail": "The request headers are larger than the server accepts."
+                 *       "detail": "The request headers are larger than the server accepts.",
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description An unexpected failure, logged with its stack; the answer says nothing about it. */
+        /** @description An unexpected failure, logged with its stack, method, route and status under the trace id; the answer says nothing about it but that id. */
         InternalServerError: {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -254,7 +274,8 @@ export interface components {
                  *       "type": "about:blank",
                  *       "title": "Internal Server Error",
                  *       "status": 500,
-                 *       "detail": "The server failed to answer this request; it has been logged."
+                 *       "detail": "The server failed to answer this request; it has been logged under its trace_id.",
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -265,6 +286,7 @@ export interface components {
             headers: {
                 "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                 "Cache-Control": components["headers"]["Cache-Control"];
+                traceresponse: components["headers"]["traceresponse"];
                 [name: string]: unknown;
             };
             content: {
@@ -273,7 +295,8 @@ export interface components {
                  *       "type": "about:blank",
                  *       "title": "HTTP Version Not Supported",
                  *       "status": 505,
-                 *       "detail": "This server speaks HTTP/1.0 and HTTP/1.1 only."
+                 *       "detail": "This server speaks HTTP/1.0 and HTTP/1.1 only.",
+                 *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -287,6 +310,15 @@ export interface components {
         "X-Content-Type-Options": "nosniff";
         /** @description On every answer, errors included; no cache may keep it (404 and 405 are cacheable by default, and each id is issued once). */
         "Cache-Control": "no-store";
+        /**
+         * @description The id of this answer's request, to quote when asking about it: W3C Trace Context Level 2
+         *     (version-traceid-spanid-flags). The trace id is the `trace_id` of the request's log lines
+         *     (and of a problem's body); with tracing on, it names the request's trace and the span id its
+         *     server span (flags `01` when the trace is sampled). On every answer, refusals of a request
+         *     before it is parsed included, whether or not a collector is configured.
+         * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01
+         */
+        traceresponse: string;
         /**
          * @description The methods the path serves (`POST` on /product, `HEAD, GET` on /health); empty on `CONNECT`.
          * @example HEAD, GET
@@ -304,7 +336,7 @@ export interface operations {
                 /** @description `100-continue`: `100 Continue` is sent only when the body will be read (not when `Content-Length` is over the limit). Any other expectation answers `417`. */
                 Expect?: "100-continue";
                 /**
-                 * @description W3C Trace Context; the request's span joins the caller's trace, and its log line carries the trace id.
+                 * @description W3C Trace Context; the request's span joins the caller's trace, and its log line and `traceresponse` carry the caller's trace id.
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: string;

@@ -34,6 +34,8 @@ export interface ReceivedSpan {
   droppedAttributesCount: number;
   /** OTLP StatusCode: 0 unset, 1 ok, 2 error. */
   status: { code: number; message: string };
+  /** Its events (an exception, recorded as `exception` with exception.type, exception.message and exception.stacktrace). */
+  events: Array<{ name: string; attributes: Attributes }>;
   resource: Attributes;
 }
 
@@ -203,6 +205,7 @@ interface JsonSpan {
   attributes?: JsonKeyValue[];
   droppedAttributesCount?: number;
   status?: { code?: number; message?: string };
+  events?: Array<{ name: string; attributes?: JsonKeyValue[] }>;
 }
 /** The levels of an OTLP JSON export request: resource groups > scope groups > items (spans or log records). */
 interface JsonResourceGroup {
@@ -239,6 +242,7 @@ function spansFromJson(body: Buffer): ReceivedSpan[] {
       attributes: jsonAttributes(span.attributes),
       droppedAttributesCount: span.droppedAttributesCount ?? 0,
       status: { code: span.status?.code ?? 0, message: span.status?.message ?? '' },
+      events: (span.events ?? []).map((event) => ({ name: event.name, attributes: jsonAttributes(event.attributes) })),
       resource,
     };
   });
@@ -313,6 +317,8 @@ function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
       attributes: protobufAttributes(span, 9),
       droppedAttributesCount: Number(varintOf(span, 10)),
       status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
+      // Event{time_unix_nano(1), name(2), attributes(3)}
+      events: messages(span, 11).map((event) => ({ name: bytesOf(event, 2).toString('utf8'), attributes: protobufAttributes(event, 3) })),
       resource,
     };
   });
