@@ -1,6 +1,7 @@
 #!/bin/sh
 # Static checks of the Helm chart for .ci/run: the README's parameters table is current, and
-# `helm lint --strict` and `helm template` pass over the defaults and every ci/*-values.yaml.
+# `helm lint --strict` and `helm template` pass over the defaults and every ci/*-values.yaml,
+# with Helm 4 and Helm 3.
 # (`helm lint` does not report a template's `fail`, so every set is also rendered.)
 # The deeper checks (API schemas, policies, the container run) are the vitest project `chart`.
 set -eu
@@ -8,7 +9,6 @@ set -eu
 root=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
 cd "$root"
 sh scripts/ci/install-helm.sh
-helm=.tools/bin/helm
 chart=helm/product-service
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT INT TERM
@@ -28,9 +28,11 @@ run() {
   fi
 }
 
-for values in "" "$chart"/ci/*-values.yaml; do
-  if [ -n "$values" ]; then set -- --values "$values"; else set --; fi
-  run lint --strict "$chart" "$@"
-  run template products "$chart" --namespace shop $api_versions "$@"
-  echo "chart-check: ${values:-chart defaults}: helm lint --strict and helm template ok ($(grep -c '^kind:' "$out") objects)"
+for helm in .tools/bin/helm .tools/bin/helm3; do
+  for values in "" "$chart"/ci/*-values.yaml; do
+    if [ -n "$values" ]; then set -- --values "$values"; else set --; fi
+    run lint --strict "$chart" "$@"
+    run template products "$chart" --namespace shop $api_versions "$@"
+    echo "chart-check: ${helm##*/}: ${values:-chart defaults}: helm lint --strict and helm template ok ($(grep -c '^kind:' "$out") objects)"
+  done
 done
