@@ -67,6 +67,7 @@ const DISCOVERY: Record<string, unknown> = {
       resource('pods/log', 'Pod', [], true, ['get']),
       resource('pods/portforward', 'PodPortForwardOptions', [], true, ['create', 'get']),
       resource('services', 'Service', ['svc']),
+      resource('endpoints', 'Endpoints', ['ep']),
       resource('events', 'Event', ['ev']),
       resource('nodes', 'Node', ['no'], false),
       resource('namespaces', 'Namespace', ['ns'], false),
@@ -163,6 +164,12 @@ export async function startKubeApiStub(release: StubRelease): Promise<KubeApiStu
       return json(pod(podName));
     }
     if (path === `/api/v1${inNs}/services/${name}` || path === `/api/v1${inNs}/services/${name}-metrics`) return json(service(path.split('/').pop() ?? ''));
+    if (path === `/api/v1${inNs}/endpoints/${name}`) {
+      const addresses = release.pods
+        .filter((p) => !deleted.has(p))
+        .map((p, i) => ({ ip: `10.1.0.${i + 1}`, targetRef: { kind: 'Pod', namespace: ns, name: p } }));
+      return json({ apiVersion: 'v1', kind: 'Endpoints', metadata: meta(name), subsets: [{ addresses, ports: [{ name: 'http', port: 8080 }] }] });
+    }
     if (path === `/api/v1${inNs}/events` || path === '/api/v1/events') return json(list('Event', []));
     if (path === `/apis/apps/v1${inNs}/deployments/${name}`) return json(deployment);
     if (path === `/apis/apps/v1${inNs}/deployments/${name}/scale`) return json(scale);
