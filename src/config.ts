@@ -24,10 +24,6 @@ export interface AddressRange {
   readonly family: 'ipv4' | 'ipv6';
 }
 
-export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
-
-export const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
-
 /** Longer than callers wait, yet a delay meant in milliseconds ("300") is refused. */
 const MAX_FAULT_DELAY_S = 120;
 

@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ConfigError, parseConfig, type Config } from './config';
 import { createApp } from './http/app';
-import { faultsSet } from './http/faults';
+import { warnOfFaults } from './http/faults';
 import { createMetricsServer } from './http/metrics-server';
 import { failureOf } from './http/middleware';
 import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
@@ -108,13 +108,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: info.revision, node: process.version },
     'product-service listening',
   );
-  if (faultsSet(config)) {
-    // A rehearsal must not be mistaken for an incident: said at start, and on /metrics (createMetrics).
-    logger.warn(
-      { fault_error_ratio: config.faultErrorRatio, fault_delay_ms: config.faultDelayMs },
-      'faults injected into POST /product on purpose (FAULT_ERROR_RATIO, FAULT_DELAY): unset them to end the rehearsal',
-    );
-  }
+  warnOfFaults(logger, config);
 }
 
 function readConfigOrExit(): Config {

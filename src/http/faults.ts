@@ -3,8 +3,13 @@
  * error, so that it takes the real paths: the 500 answer, its logs, metrics and span.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Faults } from '../config';
+import { Gauge, type Registry, type RegistryContentType } from 'prom-client';
+import type { Config } from '../config';
+import type { Logger } from '../observability/logger';
 import { canAnswerOn, ConnectionClosed } from './connections';
+
+export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
+const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
 
 class InjectedFault extends Error {
   constructor(errorRatio: number) {
@@ -15,10 +20,10 @@ class InjectedFault extends Error {
 
 type FaultInjector = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
-export const faultsSet = (faults: Faults): boolean => faults.faultErrorRatio > 0 || faults.faultDelayMs > 0;
+const faultsSet = (faults: Faults): boolean => faults.faultErrorRatio > 0 || faults.faultDelayMs > 0;
 
 /** Undefined when none is set: POST /product then runs exactly as without this module. */
-export function faultInjector(faults: Faults): FaultInjector | undefined {
+export function faultInjector(faults = NO_FAULTS): FaultInjector | undefined {
   if (!faultsSet(faults)) return undefined;
   const { faultErrorRatio: errorRatio, faultDelayMs: delayMs } = faults;
   return async (req, res) => {
@@ -29,6 +34,29 @@ export function faultInjector(faults: Faults): FaultInjector | undefined {
     }
     if (Math.random() < errorRatio) throw new InjectedFault(errorRatio);
   };
+}
+
+/** Shown so that a rehearsal is not taken for an incident; one gauge per unit, not a label mixing a ratio and seconds. */
+export function registerFaultMetrics(registry: Registry<RegistryContentType>, faults = NO_FAULTS): void {
+  new Gauge({
+    name: 'product_service_fault_error_ratio',
+    help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',
+    registers: [registry],
+  }).set(faults.faultErrorRatio);
+  new Gauge({
+    name: 'product_service_fault_delay_seconds',
+    help: 'Delay added on purpose before POST /product answers (FAULT_DELAY, a game day); 0 when no fault is injected.',
+    registers: [registry],
+  }).set(faults.faultDelayMs / 1000);
+}
+
+/** A rehearsal must not be mistaken for an incident: said at start, and on /metrics. */
+export function warnOfFaults(logger: Logger, faults: Faults): void {
+  if (!faultsSet(faults)) return;
+  logger.warn(
+    { fault_error_ratio: faults.faultErrorRatio, fault_delay_ms: faults.faultDelayMs },
+    'faults injected into POST /product on purpose (FAULT_ERROR_RATIO, FAULT_DELAY): unset them to end the rehearsal',
+  );
 }
 
 /** Ends early when the caller leaves, so that callers that time out and retry cannot pile up. */

@@ -2,8 +2,7 @@ import { randomInt } from 'node:crypto';
 import { METHODS, type IncomingMessage } from 'node:http';
 import Router from '@koa/router';
 import { trace } from '@opentelemetry/api';
-import { NO_FAULTS, type Faults } from '../config';
-import { faultInjector } from './faults';
+import { faultInjector, type Faults } from './faults';
 import { requestTarget } from './request-target';
 import { drainRequestBody } from './request-body';
 
@@ -29,7 +28,7 @@ export const randomProductId = (): number => randomInt(PRODUCT_ID_MIN, PRODUCT_I
 
 export function createRouter(deps: RouteDependencies): Router {
   const issueProductId = deps.issueProductId ?? randomProductId;
-  const injectFault = faultInjector(deps.faults ?? NO_FAULTS);
+  const injectFault = faultInjector(deps.faults);
   // Every method Node's parser accepts is "implemented", so a known path with another method
   // gets 405 with Allow (from allowedMethods), never 501.
   const router = new Router({ methods: [...METHODS] });

@@ -3,7 +3,8 @@ import { BlockList, isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
-import { NO_FAULTS, type AddressRange, type Faults } from '../config';
+import type { AddressRange } from '../config';
+import { registerFaultMetrics, type Faults } from '../http/faults';
 import { REFUSAL_REASONS, type RefusalReason } from '../http/connections';
 import type { ServiceInfo } from '../service-info';
 import type { Telemetry } from './telemetry';
@@ -90,7 +91,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [registry],
   }).set({ version: options.service.version, revision: options.service.revision, nodejs_version: process.version }, 1);
 
-  registerFaultMetrics(registry, options.faults ?? NO_FAULTS);
+  registerFaultMetrics(registry, options.faults);
   registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));
   if (options.processMetrics) {
     // The finest precision: the delay histogram reports the sampling interval, so an idle process reads about it.
@@ -148,20 +149,6 @@ function requestQueuedMs(trustedProxies: readonly AddressRange[]): (req: Incomin
     const queued = Date.now() - startedMs;
     return queued >= 0 && queued <= MAX_QUEUE_MS ? queued : undefined;
   };
-}
-
-/** Shown so that a rehearsal is not taken for an incident; one gauge per unit, not a label mixing a ratio and seconds. */
-function registerFaultMetrics(registry: Registry<RegistryContentType>, faults: Faults): void {
-  new Gauge({
-    name: 'product_service_fault_error_ratio',
-    help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',
-    registers: [registry],
-  }).set(faults.faultErrorRatio);
-  new Gauge({
-    name: 'product_service_fault_delay_seconds',
-    help: 'Delay added on purpose before POST /product answers (FAULT_DELAY, a game day); 0 when no fault is injected.',
-    registers: [registry],
-  }).set(faults.faultDelayMs / 1000);
 }
 
 /**
