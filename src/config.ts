@@ -7,57 +7,32 @@ export interface Config {
   readonly host: string;
   readonly metricsPort: number;
   readonly logLevel: LogLevel;
-  /** Largest request body accepted, in bytes. */
   readonly bodyLimit: number;
-  /** Most connections the API port holds at once (MAX_CONNECTIONS); past it, new ones are closed at once. */
   readonly maxConnections: number;
-  /** How long to keep serving after SIGTERM before the listener closes, in milliseconds. */
   readonly shutdownDelayMs: number;
-  /** How long in-flight requests may take to finish once the listener is closed, in milliseconds. */
   readonly shutdownTimeoutMs: number;
-  /** The source revision this build was made from (the image sets BUILD_REVISION), or "unknown". */
   readonly buildRevision: string;
-  /** Query parameters a span records as sent (TRACE_QUERY_PARAMS); every other one is recorded as REDACTED. */
   readonly traceQueryParams: readonly string[];
-  /** Proxies whose X-Forwarded-For a span believes for client.address (TRUSTED_PROXIES); none: the socket's peer. */
   readonly trustedProxies: readonly AddressRange[];
-  /** Share of POST /product requests answered 500 without an id on purpose, for game days (src/http/faults.ts), from 0 to 1; 0 is none. */
   readonly faultErrorRatio: number;
-  /** Delay added on purpose before POST /product answers, for game days, in milliseconds; 0 is none. */
   readonly faultDelayMs: number;
 }
 
-/** An IP address range in CIDR notation; one address is a /32 (IPv4) or /128 (IPv6). */
 export interface AddressRange {
   readonly address: string;
   readonly prefix: number;
   readonly family: 'ipv4' | 'ipv6';
 }
 
-/** The game-day faults (FAULT_ERROR_RATIO, FAULT_DELAY). */
-export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
-
-/** No fault injected: what the service runs with unless FAULT_ERROR_RATIO or FAULT_DELAY is set. */
-export const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
-
-/**
- * The longest FAULT_DELAY, in seconds: longer than callers wait, so every kind of slowness can be
- * rehearsed, while a delay meant in milliseconds ("300") is refused rather than holding each
- * request for minutes.
- */
+/** Longer than callers wait, yet a delay meant in milliseconds ("300") is refused. */
 const MAX_FAULT_DELAY_S = 120;
 
-/**
- * MAX_CONNECTIONS' default: what the chart's 384 Mi pod holds, each connection at its worst (an
- * unfinished header of the largest size allowed), beside full load and a diagnostic report
- * (docs/reliability.md, "Memory budget").
- */
+/** What the chart's pod holds with each connection at its worst (docs/reliability.md, "Memory budget"). */
 export const DEFAULT_MAX_CONNECTIONS = 2048;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-/** A configuration value that cannot be used; the message names the variable, the value and what is allowed. */
 export class ConfigError extends Error {
   constructor(variable: string, value: string, allowed: string) {
     super(`invalid configuration: ${variable}=${JSON.stringify(value)}: ${allowed}`);
@@ -67,7 +42,6 @@ export class ConfigError extends Error {
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-/** Reads the configuration from `env`; throws a ConfigError on the first invalid value. */
 export function parseConfig(env: Env): Config {
   const port = readInteger(env, 'PORT', 8080, 0, 65535);
   const metricsPort = readInteger(env, 'METRICS_PORT', 9464, 0, 65535);
@@ -92,10 +66,7 @@ export function parseConfig(env: Env): Config {
   };
 }
 
-/**
- * A variable's value, trimmed; undefined when it is unset or empty, which means "use the default"
- * (as most twelve-factor services treat it). Every variable the service reads goes through here.
- */
+/** Empty means "use the default", as most twelve-factor services treat it. Every variable goes through here. */
 export function readVariable(env: Env, name: string): string | undefined {
   const value = env[name];
   return value === undefined || value.trim() === '' ? undefined : value.trim();
@@ -159,7 +130,6 @@ function readByteSize(env: Env, name: string, fallback: string): number {
   return size;
 }
 
-/** A comma-separated list of the variable's entries, trimmed; empty when unset. */
 function readList(env: Env, name: string): string[] {
   return (readVariable(env, name)?.split(',') ?? []).map((entry) => entry.trim());
 }
@@ -196,10 +166,7 @@ function readAddressRanges(env: Env, name: string): AddressRange[] {
   });
 }
 
-/**
- * Whether a range holds every IPv4 or every IPv6 address, as Node's BlockList (which span-attributes.ts
- * matches with) sees it: a /0, or an IPv6 range holding the IPv4-mapped ones (::ffff:0:0/96).
- */
+/** As BlockList sees it: a /0, or an IPv6 range holding the IPv4-mapped ones (::ffff:0:0/96). */
 function trustsEveryone({ address, prefix, family }: AddressRange): boolean {
   const list = new BlockList();
   list.addSubnet(address, prefix, family);

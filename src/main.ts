@@ -1,20 +1,9 @@
 /**
- * The entry point: `node dist/main.js` (in `npm start`, the Dockerfile and the Helm chart alike).
- * Telemetry starts first because OpenTelemetry's instrumentations patch http, koa and pino as they
- * are required; the service (service.ts) is loaded only afterwards, and gets the telemetry handle.
- *
- * Start-up goes into loading the SDK rather than running it, hence:
- * - With tracing on, the SDK and its instrumentations come from one file,
- *   dist/observability/telemetry.bundle.js (scripts/build.mjs), instead of many modules to find and
- *   read. What the service requires itself (koa, @koa/router, pino, node:http,
- *   @opentelemetry/api) is not in it, so the instrumentations still see it being required. With
- *   OTEL_SDK_DISABLED=true it is not read.
- * - Node's compile cache keeps the bytecode of the modules loaded before: in NODE_COMPILE_CACHE
- *   (the image sets a read-only one, filled when the image is built), else in the OS temporary
- *   directory. NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+ * The entry point. Telemetry starts first because the instrumentations patch http, koa and pino as
+ * they are required. Start-up time goes into loading the SDK, hence its one-file bundle
+ * (scripts/build.mjs) and Node's compile cache.
  */
-// First, in syntax any Node parses and before anything is required: on an older Node the first
-// failure would otherwise be a TypeError far from its cause.
+// In syntax any Node parses: on an older Node the first failure would otherwise be a TypeError far from its cause.
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 15)) {
   process.stderr.write(`product-service needs Node >= 22.15 (found: ${process.version}).\n`);
@@ -41,12 +30,10 @@ if (process.env.npm_lifecycle_event !== undefined) {
 }
 
 const bundle = join(__dirname, 'observability', 'telemetry.bundle.js');
-// Both export the same startTelemetry; dist/observability/telemetry.js requires the SDK from
-// node_modules, and only when tracing is on (a build by tsc alone has no bundle).
+// A build by tsc alone has no bundle.
 const { startTelemetry } = require(
   !sdkDisabled(process.env) && existsSync(bundle) ? bundle : './observability/telemetry',
 ) as typeof import('./observability/telemetry');
 const telemetry = startTelemetry();
-// Loaded only after telemetry has started, so that the instrumentations see what it requires.
 const { runService } = require('./service') as typeof import('./service');
 void runService(telemetry);

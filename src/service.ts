@@ -1,14 +1,9 @@
-/**
- * The service assembled: createService builds it from its configuration and dependencies (the
- * entry point and the tests both call it); runService, called by main.ts once telemetry has
- * started, reads the configuration, creates the logger and the metrics, listens on the API and
- * metrics ports, and shuts down gracefully on SIGTERM/SIGINT.
- */
+/** The service assembled: createService (the tests call it too), and runService for main.ts. */
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ConfigError, parseConfig, type Config } from './config';
 import { createApp } from './http/app';
-import { faultsSet } from './http/faults';
+import { warnOfFaults } from './http/faults';
 import { createMetricsServer } from './http/metrics-server';
 import { failureOf } from './http/middleware';
 import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
@@ -27,23 +22,14 @@ export interface ServiceDependencies {
   >;
   logger: Logger;
   metrics: Metrics;
-  /** Draws product ids; randomProductId (routes.ts) by default. Tests replace it to provoke failures. */
   issueProductId?: RouteDependencies['issueProductId'];
-  /** Both servers' limits; production's unless given (tests shorten them). */
   serverOptions?: ServerOptions;
 }
 
 export interface Service {
-  /** The API port: the Koa application behind the hardened HTTP server. */
   readonly apiServer: Server;
-  /** The metrics port: `/metrics` for Prometheus. */
   readonly metricsServer: Server;
-  /** Listens on both ports; rejects (e.g. EADDRINUSE) if either cannot. */
   listen(): Promise<void>;
-  /**
-   * How telemetry traces requests: no span for probes of the API port nor for any request to the
-   * metrics port; on the others, what span-attributes.ts allows.
-   */
   readonly incomingRequests: IncomingRequests;
 }
 
@@ -56,7 +42,6 @@ export function createService(deps: ServiceDependencies): Service {
     faults: config,
   });
   const handleRequest = createApp({ router, logger, metrics }).callback();
-  // Koa's handler returns a promise that never rejects (errors go to app.on('error')).
   const apiServer = createHttpServer(
     (req, res) => void handleRequest(req, res),
     { logger, metrics, maxConnections: config.maxConnections, onRequest: (req) => metrics.requestReceived(req) },
@@ -123,13 +108,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: info.revision, node: process.version },
     'product-service listening',
   );
-  if (faultsSet(config)) {
-    // A rehearsal must not be mistaken for an incident: said at start, and on /metrics (createMetrics).
-    logger.warn(
-      { fault_error_ratio: config.faultErrorRatio, fault_delay_ms: config.faultDelayMs },
-      'faults injected into POST /product on purpose (FAULT_ERROR_RATIO, FAULT_DELAY): unset them to end the rehearsal',
-    );
-  }
+  warnOfFaults(logger, config);
 }
 
 function readConfigOrExit(): Config {
@@ -137,13 +116,11 @@ function readConfigOrExit(): Config {
     return parseConfig(process.env);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    // One line, before anything listens: the variable, the value and what is allowed.
     process.stderr.write(`product-service: ${error.message}\n`);
     process.exit(1);
   }
 }
 
-/** Resolves once the server listens; rejects (e.g. EADDRINUSE) instead of emitting an unhandled error. */
 function listen(server: Server, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -154,13 +131,12 @@ function listen(server: Server, port: number, host: string): Promise<void> {
   });
 }
 
-/** The port a listening server got (the configured one, or the one the OS chose for port 0). */
 export function portOf(server: Server): number | undefined {
   const address = server.address();
   return typeof address === 'object' && address !== null ? address.port : undefined;
 }
 
-/** A failure nothing handled leaves the process in an unknown state: log it as one JSON line and exit 1. */
+/** A failure nothing handled leaves the process in an unknown state. */
 function exitOnUnexpectedFailure(logger: Logger): void {
   process.on('uncaughtException', (error) => {
     logger.fatal({ err: error }, 'uncaught exception');

@@ -3,21 +3,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from './observability/logger';
 
 export interface ShutdownOptions {
-  /** The API server: drained gracefully. */
   apiServer: Server;
   /** The metrics server: kept answering until the API is drained, so the last scrape still works. */
   metricsServer: Server;
-  /** Keep serving this long after the signal, so that endpoint removal reaches every balancer. */
+  /** Serving on after the signal lets endpoint removal reach every balancer. */
   delayMs: number;
-  /** The most time in-flight requests, then the telemetry flush, may take once the listener is closed. */
   timeoutMs: number;
   logger: Logger;
-  /** Sends spans still queued; bounded by what remains of timeoutMs. */
   flushTelemetry: () => Promise<void>;
-  /**
-   * Exits once the buffered log lines are written, or after `flushWaitMs` (undefined: the exit's
-   * own default) if stdout does not take them.
-   */
   exit: (code: number, flushWaitMs?: number) => void;
 }
 
@@ -27,11 +20,7 @@ const SECOND_SIGNAL_FLUSH_WAIT_MS = 250;
 /** SIGINTs this close together are one Ctrl-C. */
 const SAME_CTRL_C_MS = 500;
 
-/**
- * SIGTERM and SIGINT start a graceful shutdown; a second signal exits at once with code 1.
- * Node runs as PID 1 in the container, so these handlers are the only thing between the signal
- * and a dropped request.
- */
+/** A second signal exits at once. Node runs as PID 1 in the container: these handlers stand between the signal and a dropped request. */
 export function installGracefulShutdown(options: ShutdownOptions): void {
   let shuttingDown = false;
   let sigintAt = Number.NEGATIVE_INFINITY;
@@ -57,7 +46,7 @@ export function installGracefulShutdown(options: ShutdownOptions): void {
   process.on('SIGINT', onSignal);
 }
 
-/** Every answer from now on asks the client to close its connection, so none is left idle behind a closed listener. */
+/** So that no connection is left idle behind a closed listener. */
 function closeConnectionAfterResponse(_req: IncomingMessage, res: ServerResponse): void {
   res.setHeader('Connection', 'close');
 }
@@ -99,12 +88,7 @@ async function gracefulShutdown(signal: NodeJS.Signals, options: ShutdownOptions
   logger.info('shutdown complete');
 }
 
-/**
- * Stops accepting connections and resolves true once every connection has ended, or false after
- * `timeoutMs`. Idle keep-alive connections are closed as they appear: one whose last response went
- * out before the signal (and so without Connection: close) would otherwise stay open until its
- * keep-alive timeout.
- */
+/** False after `timeoutMs`. A connection answered before the signal (without Connection: close) would idle until its keep-alive timeout. */
 function closeAndDrain(server: Server, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
     const sweeper = setInterval(() => server.closeIdleConnections(), 100);

@@ -11,7 +11,7 @@ import { requestCount, sampleValue, samples, scrape } from './support/exposition
 import { startInProcess, type InProcessService } from './support/in-process';
 import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
 import { parseResponse, rawExchange } from './support/raw-http';
-import { REFUSAL_REASONS } from '../src/observability/metrics';
+import { REFUSAL_REASONS } from '../src/http/connections';
 import { startService, VERSION, type ServiceProcess } from './support/service-process';
 
 const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';

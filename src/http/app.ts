@@ -2,10 +2,9 @@ import type Router from '@koa/router';
 import Koa from 'koa';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
-import { answerProblems, recordRequests, routeOnServerSpan, securityHeaders } from './middleware';
+import { answerProblems, recordRequests, routeOnServerSpan } from './middleware';
 
 export interface AppDependencies {
-  /** The routes (routes.ts's createRouter). */
   router: Router;
   logger: Logger;
   metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'>;
@@ -14,15 +13,13 @@ export interface AppDependencies {
 /** The Koa application: a request passes the middleware in this order, then the router. No globals. */
 export function createApp(deps: AppDependencies): Koa {
   const app = new Koa();
-  app.use(securityHeaders());
   app.use(recordRequests(deps.logger, deps.metrics));
   app.use(routeOnServerSpan());
   app.use(answerProblems(deps.logger));
   app.use(deps.router.routes());
   app.use(deps.router.allowedMethods());
 
-  // Errors Koa meets outside the middleware (e.g. a socket failing mid-response): log, keep serving.
-  // A client that resets its connection is no fault of the server's (its request counts as 499).
+  // A client that resets its connection is no fault of the server's.
   app.on('error', (error: NodeJS.ErrnoException) => {
     if (error.code === 'ECONNRESET' || error.code === 'EPIPE') deps.logger.debug({ err: error }, 'client connection failed');
     else deps.logger.error({ err: error }, 'error outside a request handler');

@@ -1,16 +1,16 @@
 /**
- * Game-day faults: POST /product made slow (FAULT_DELAY) or failing (FAULT_ERROR_RATIO) on purpose,
- * so that an incident can be rehearsed (docs/runbook.md, "Game day"). An injected failure is thrown
- * like any unexpected error, so it takes the real paths: the 500 problem answer and its error log
- * line (answerProblems), the request histogram with its exemplar and the request log line
- * (recordRequests), and the server span's error status (instrumentation-http, from the 500).
+ * Game-day faults (docs/runbook.md, "Game day"): an injected failure is thrown like any unexpected
+ * error, so that it takes the real paths: the 500 answer, its logs, metrics and span.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Faults } from '../config';
-import { canAnswerOn } from './connections';
-import { ConnectionClosed } from './request-body';
+import { Gauge, type Registry, type RegistryContentType } from 'prom-client';
+import type { Config } from '../config';
+import type { Logger } from '../observability/logger';
+import { canAnswerOn, ConnectionClosed } from './connections';
 
-/** The failure FAULT_ERROR_RATIO throws; its message, in the error log line, says it was injected. */
+export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
+const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
+
 class InjectedFault extends Error {
   constructor(errorRatio: number) {
     super(`fault injected on purpose (FAULT_ERROR_RATIO=${errorRatio})`);
@@ -18,14 +18,12 @@ class InjectedFault extends Error {
   }
 }
 
-/** Runs after the request body was read and before an id is issued. */
 type FaultInjector = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
-/** Whether any fault is set. */
-export const faultsSet = (faults: Faults): boolean => faults.faultErrorRatio > 0 || faults.faultDelayMs > 0;
+const faultsSet = (faults: Faults): boolean => faults.faultErrorRatio > 0 || faults.faultDelayMs > 0;
 
-/** The faults to inject, or undefined when none is set: POST /product then runs exactly as without this module. */
-export function faultInjector(faults: Faults): FaultInjector | undefined {
+/** Undefined when none is set: POST /product then runs exactly as without this module. */
+export function faultInjector(faults = NO_FAULTS): FaultInjector | undefined {
   if (!faultsSet(faults)) return undefined;
   const { faultErrorRatio: errorRatio, faultDelayMs: delayMs } = faults;
   return async (req, res) => {
@@ -38,10 +36,30 @@ export function faultInjector(faults: Faults): FaultInjector | undefined {
   };
 }
 
-/**
- * Waits `ms`, or less if the connection closes first: a delayed request whose caller left holds
- * nothing until the delay would have ended, so callers that time out and retry cannot pile up.
- */
+/** Shown so that a rehearsal is not taken for an incident; one gauge per unit, not a label mixing a ratio and seconds. */
+export function registerFaultMetrics(registry: Registry<RegistryContentType>, faults = NO_FAULTS): void {
+  new Gauge({
+    name: 'product_service_fault_error_ratio',
+    help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',
+    registers: [registry],
+  }).set(faults.faultErrorRatio);
+  new Gauge({
+    name: 'product_service_fault_delay_seconds',
+    help: 'Delay added on purpose before POST /product answers (FAULT_DELAY, a game day); 0 when no fault is injected.',
+    registers: [registry],
+  }).set(faults.faultDelayMs / 1000);
+}
+
+/** A rehearsal must not be mistaken for an incident: said at start, and on /metrics. */
+export function warnOfFaults(logger: Logger, faults: Faults): void {
+  if (!faultsSet(faults)) return;
+  logger.warn(
+    { fault_error_ratio: faults.faultErrorRatio, fault_delay_ms: faults.faultDelayMs },
+    'faults injected into POST /product on purpose (FAULT_ERROR_RATIO, FAULT_DELAY): unset them to end the rehearsal',
+  );
+}
+
+/** Ends early when the caller leaves, so that callers that time out and retry cannot pile up. */
 function delayUnlessClosed(ms: number, res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const done = (): void => {

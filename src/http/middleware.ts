@@ -1,8 +1,4 @@
-/**
- * The Koa middleware in front of the routes, one concern each, in the order app.ts chains them.
- * All but securityHeaders do their part after `await next()`, once the inner ones have settled
- * the answer.
- */
+/** The Koa middleware in front of the routes; each does its part once the inner ones have settled the answer. */
 import type { ServerResponse } from 'node:http';
 import type { RouterContext } from '@koa/router';
 import type { Context, Middleware } from 'koa';
@@ -10,27 +6,12 @@ import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { getRPCMetadata } from '@opentelemetry/core';
 import type { Logger } from '../observability/logger';
 import { UNMATCHED_ROUTE, type Metrics } from '../observability/metrics';
-import { canAnswerOn, closedConnectionStatus } from './connections';
+import { canAnswerOn, closedConnectionStatus, ConnectionClosed } from './connections';
 import { HttpProblem, problemAnswer } from './problem';
-import { ConnectionClosed } from './request-body';
 import { PROBE_ROUTES } from './routes';
-import { SECURITY_HEADERS } from './security-headers';
 import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 
-/** Sets the headers every answer carries, errors included. */
-export function securityHeaders(): Middleware {
-  return function securityHeaders(ctx, next) {
-    ctx.set(SECURITY_HEADERS);
-    return next();
-  };
-}
-
-/**
- * Gives the answer its id (trace-response.ts), then records the request once its answer is known:
- * the duration histogram (with the trace id of a sampled request as exemplar) and the request log
- * line with that id as trace_id. The duration starts when the API server received the request, or
- * when the trusted proxy in front did (metrics.ts, receivedAt), so it includes what ran before.
- */
+/** Gives the answer its id, then records the request: the histogram (a sampled trace as exemplar) and the log line. */
 export function recordRequests(logger: Logger, metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'>): Middleware {
   return async function recordRequests(ctx, next) {
     const startedAt = metrics.receivedAt(ctx.req) ?? performance.now();
@@ -47,11 +28,7 @@ export function recordRequests(logger: Logger, metrics: Pick<Metrics, 'observeRe
   };
 }
 
-/**
- * Gives the server span its route. instrumentation-http reads it from the RPC metadata when the
- * response ends, and names the span and sets http.route from it (the koa instrumentation makes
- * no spans of its own here, see telemetry.ts).
- */
+/** instrumentation-http names the server span from the RPC metadata's route when the response ends. */
 export function routeOnServerSpan(): Middleware {
   return async function routeOnServerSpan(ctx, next) {
     await next();
@@ -61,10 +38,7 @@ export function routeOnServerSpan(): Middleware {
   };
 }
 
-/**
- * Turns every failure, and every error status left without a body, into an RFC 9457 answer. A
- * request whose connection can no longer carry an answer gets none (see leaveUnanswered).
- */
+/** Every failure, and every error status left without a body, becomes an RFC 9457 answer. */
 export function answerProblems(logger: Logger): Middleware {
   return async function answerProblems(ctx, next) {
     try {
@@ -87,47 +61,35 @@ export function answerProblems(logger: Logger): Middleware {
   };
 }
 
-/**
- * Koa writes nothing, and the request is recorded (histogram, log line, server span) with 499 when
- * the client left, or with what the server already answered on the connection (408).
- */
 function leaveUnanswered(ctx: Context): void {
   ctx.status = closedConnectionStatus(ctx.req.socket);
   ctx.respond = false;
 }
 
-/** Why each failed request failed (a 500's span status message), until its response is gone. */
 const failures = new WeakMap<ServerResponse, string>();
 
-/** The exception on the server span, as an exception event, and its message kept for the span's status (failureOf). */
 function recordFailure(res: ServerResponse, error: unknown): void {
   const exception = error instanceof Error ? error : String(error);
   trace.getActiveSpan()?.recordException(exception);
   failures.set(res, typeof exception === 'string' ? exception : `${exception.name}: ${exception.message}`);
 }
 
-/**
- * The status message of the server span of a request that failed with an unexpected error.
- * instrumentation-http sets the span's status from the answer's code when the response ends,
- * without a message; telemetry.ts asks for the message then, through IncomingRequests.failure.
- */
+/** instrumentation-http sets a span's status from the code, without a message; telemetry.ts asks for it here. */
 export const failureOf = (res: ServerResponse): string | undefined => failures.get(res);
 
 function writeProblem(ctx: Context, status: number, detail?: string, headers?: Readonly<Record<string, string>>): void {
   const answer = problemAnswer(status, detail, headers, ctx.response.get(TRACE_RESPONSE));
   ctx.status = status;
   ctx.set(answer.headers);
-  // Koa sets Content-Length again from the body.
   ctx.body = answer.body;
 }
 
-/** The route template that matched (even when only the path did, as for a 405), or UNMATCHED_ROUTE. */
+/** Even when only the path matched (a 405). */
 function routeOf(ctx: Context): string {
   const routed = ctx as Context & Partial<Pick<RouterContext, '_matchedRoute' | 'matched'>>;
   return routed._matchedRoute?.toString() ?? routed.matched?.[0]?.path.toString() ?? UNMATCHED_ROUTE;
 }
 
-/** The trace id of the active span when it is recorded and sampled, i.e. when its trace will exist. */
 function sampledTraceId(): string | undefined {
   const span = trace.getSpan(context.active());
   if (span?.isRecording() !== true) return undefined;

@@ -1,28 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { canAnswerOn, sendContinue } from './connections';
+import { canAnswerOn, ConnectionClosed, sendContinue } from './connections';
 import { HttpProblem } from './problem';
 
 /**
- * The request's connection closed before its answer could be given: the client went away, or the
- * server already answered the connection (408) and closed it. Nothing is answered, and nothing is
- * wrong with the server.
- */
-export class ConnectionClosed extends Error {
-  constructor() {
-    super('The connection closed before the request could be answered.');
-    this.name = 'ConnectionClosed';
-  }
-}
-
-/**
- * Reads the request body to its end and throws it away, counting bytes as they stream, so that
- * any body is accepted (the API never interprets it) while nothing is buffered or parsed.
- * Rejects with 413 as soon as the body (or its announced Content-Length) is larger than `limit`,
- * before 100 Continue is sent to a client that waits for it; rejects with ConnectionClosed when
- * the connection closes first, or cannot carry an answer any more once the body has arrived.
- *
- * Hand-written because the usual readers (raw-body, co-body) collect the body in memory, which
- * is exactly the cost this service must not pay for a body it does not read.
+ * Reads the body to its end and throws it away: 413 past `limit` (before 100 Continue when it is
+ * announced), ConnectionClosed when the answer cannot be given. The usual readers (raw-body,
+ * co-body) keep the body in memory, the cost this service must not pay for a body it does not read.
  */
 export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<void> {
   const announced = req.headers['content-length'];

@@ -1,12 +1,9 @@
 import type { ServerResponse } from 'node:http';
 
 /**
- * Headers every answer carries, from the API and the metrics port alike, errors included (the
- * refusals answered before Koa too: problem.ts adds them).
- * - nosniff: a browser must never guess a type other than the declared one (a problem+json body
- *   rendered as HTML).
- * - no-store: no answer may be kept by a cache. Each id is issued once, and 404 and 405 are
- *   cacheable by default (RFC 9110 §15.1): a CDN or shared proxy in front would serve them to others.
+ * On every answer of both ports (server.ts; problem.ts for refusals). nosniff: no problem+json
+ * rendered as HTML. no-store: each id is issued once, and 404 and 405 are cacheable by default
+ * (RFC 9110 §15.1).
  */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = { 'X-Content-Type-Options': 'nosniff', 'Cache-Control': 'no-store' };
 

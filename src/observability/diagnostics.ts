@@ -3,10 +3,8 @@ import { write as writeFile } from 'node:fs';
 import { format } from 'node:util';
 
 /**
- * The SDK's diagnostics on stderr, one line each (stdout carries only the service's JSON lines).
- * Written asynchronously, one write at a time, so a stalled log pipe never blocks the event loop;
- * a line repeated within REPEAT_WINDOW_MS (an export failing every batch under load) is counted
- * instead of written, and lines beyond QUEUE_LIMIT waiting for the pipe are dropped and counted.
+ * The SDK's diagnostics on stderr (stdout carries only JSON lines), asynchronously so a stalled pipe
+ * never blocks the event loop; repeats (an export failing every batch) and overflow are counted instead.
  */
 export function stderrDiagLogger(): DiagLogger {
   const REPEAT_WINDOW_MS = 60_000;

@@ -3,71 +3,32 @@ import { BlockList, isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
-import { NO_FAULTS, type AddressRange, type Faults } from '../config';
+import type { AddressRange } from '../config';
+import { registerFaultMetrics, type Faults } from '../http/faults';
+import { REFUSAL_REASONS, type RefusalReason } from '../http/connections';
 import type { ServiceInfo } from '../service-info';
 import type { Telemetry } from './telemetry';
 
-/** The route label of requests that matched no route: a fixed value, never the raw path. */
+/** A fixed route label for unmatched requests: the raw path would make a series per path. */
 export const UNMATCHED_ROUTE = 'unmatched';
 
-/**
- * Buckets of http_server_request_duration_seconds, in seconds: OpenTelemetry's semantic-convention
- * boundaries (0.005 to 10), below them sub-millisecond ones, because the service answers in a
- * fraction of a millisecond and a quantile inside one bucket is interpolated, not measured.
- */
+/** OpenTelemetry's semantic-convention boundaries, with sub-millisecond ones below them: the service answers that fast. */
 const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 
-/**
- * Request series the alert rules divide by, created at 0 when the service starts. rate() needs a
- * sample before a series' first increase: a series born with a new pod's first errors would leave
- * those errors out of every ratio.
- */
+/** Created at 0: rate() needs a sample before a series' first increase, or a new pod's first errors are lost to the alert ratios. */
 const INITIAL_REQUEST_SERIES = [201, 500, 499].map((status) => ({ http_request_method: 'POST', http_route: '/product', http_response_status_code: status }));
-
-/** Why the API server turned a request (or a connection) away before the application saw it (server.ts, connections.ts). */
-export const REFUSAL_REASONS = [
-  'bad_request',
-  'connect',
-  'expectation_failed',
-  'headers_too_large',
-  'http_version_not_supported',
-  'request_timeout',
-  'pipelining_limit',
-  'connection_limit',
-] as const;
-export type RefusalReason = (typeof REFUSAL_REASONS)[number];
-const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
-  400: 'bad_request',
-  405: 'connect',
-  408: 'request_timeout',
-  417: 'expectation_failed',
-  431: 'headers_too_large',
-  505: 'http_version_not_supported',
-};
-
-/** The refusal reason of a status the API server answers before the application (400 for any other). */
-export const refusalReason = (status: number): RefusalReason => REFUSAL_BY_STATUS[status] ?? 'bad_request';
 
 const NO_EXEMPLAR = Object.freeze({});
 
 export interface Metrics {
   readonly registry: Registry<RegistryContentType>;
-  /** Counts ids issued; equals the number of 201 answers. */
   countProductIdIssued(): void;
-  /** Counts log lines stdout dropped because its buffer was full (logger.ts). */
   countLogLinesDropped(lines: number): void;
-  /** Counts a request (or a connection) the API server refused before the application saw it. */
   countRefusedRequest(reason: RefusalReason): void;
-  /**
-   * Notes the moment the API server received a request: its recorded duration starts there, or
-   * earlier by the time it queued, when a trusted proxy said when it received it (requestQueuedMs).
-   */
+  /** Starts the request's recorded duration, earlier by its queue time when a trusted proxy says it. */
   requestReceived(req: IncomingMessage): void;
-  /** Where the recorded duration of the request starts (performance.now()), if requestReceived saw it. */
   receivedAt(req: IncomingMessage): number | undefined;
-  /** Records one finished request. `traceId` is given for sampled requests and becomes an exemplar. */
   observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void;
-  /** The exposition in the format the scraper asked for through its Accept header. */
   render(accept: string | undefined): Promise<{ contentType: string; body: string }>;
 }
 
@@ -75,19 +36,14 @@ export interface MetricsOptions {
   service: ServiceInfo;
   /** Node process metrics (CPU, memory, event loop, GC). Off in tests that build many apps. */
   processMetrics: boolean;
-  /** The trace pipeline's own counts (Telemetry.readSpanPipeline); without it the otel_sdk_* series stay at zero. */
   spanPipeline?: Telemetry['readSpanPipeline'];
-  /** The faults injected into POST /product (config.ts), shown so that a rehearsal is not taken for an incident; none by default. */
   faults?: Faults;
-  /** Proxies whose X-Request-Start is believed (TRUSTED_PROXIES); none by default. */
   trustedProxies?: readonly AddressRange[];
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
-  // Its content type is chosen per scrape (see render): OpenMetrics, the only format that carries
-  // exemplars, when the scraper asks for it, plain Prometheus text otherwise.
   const registry = new Registry<RegistryContentType>();
-  // prom-client only lets exemplar-carrying metrics join a registry that is in OpenMetrics mode.
+  // Exemplar-carrying metrics join only an OpenMetrics registry; render picks the format per scrape.
   registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
 
   const productIdsIssued = new Counter({
@@ -135,16 +91,13 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [registry],
   }).set({ version: options.service.version, revision: options.service.revision, nodejs_version: process.version }, 1);
 
-  registerFaultMetrics(registry, options.faults ?? NO_FAULTS);
+  registerFaultMetrics(registry, options.faults);
   registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));
   if (options.processMetrics) {
-    // 1 ms, the finest Node's event-loop delay histogram allows: it reports the whole sampling
-    // interval, so an idle process reads about the precision (prom-client's default is 10 ms).
+    // The finest precision: the delay histogram reports the sampling interval, so an idle process reads about it.
     collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 1 });
     registerV8Metrics(registry);
-    // Three gauges prom-client names with a counter's "_total" suffix, which `promtool check metrics`
-    // rejects; the same counts, by type, stay in nodejs_active_{handles,requests,resources}.
-    // Upstream: https://github.com/prometheus/client_js/issues/283
+    // Gauges named like counters, which promtool rejects. Upstream: https://github.com/prometheus/client_js/issues/283
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
       registry.removeSingleMetric(name);
     }
@@ -173,16 +126,13 @@ export function createMetrics(options: MetricsOptions): Metrics {
   };
 }
 
-/** The most a proxy's X-Request-Start may lie in the past: beyond it, the clocks disagree, not the queue. */
+/** Beyond it, the clocks disagree, not the queue. */
 const MAX_QUEUE_MS = 3_600_000;
 
 /**
- * How long a request waited before the API server read it, in ms, from the X-Request-Start
- * header of a trusted proxy (the peer is in `trusted`): `t=` and the time it received the
- * request since the epoch, in seconds with a fraction (nginx's `${msec}`), milliseconds (Heroku's
- * router, without `t=`), microseconds (Apache's `%t`) or nanoseconds, told apart by magnitude.
- * Undefined for anyone else's header (a client would set its own latency), for no header, and
- * for a time in the future or over an hour ago.
+ * The queue time, in ms, from a trusted proxy's X-Request-Start (a client would set its own
+ * latency): seconds (nginx), milliseconds (Heroku), microseconds (Apache) or nanoseconds since the
+ * epoch, told apart by magnitude.
  */
 function requestQueuedMs(trustedProxies: readonly AddressRange[]): (req: IncomingMessage) => number | undefined {
   if (trustedProxies.length === 0) return () => undefined;
@@ -202,31 +152,10 @@ function requestQueuedMs(trustedProxies: readonly AddressRange[]): (req: Incomin
 }
 
 /**
- * The faults set (FAULT_ERROR_RATIO, FAULT_DELAY), 0 when none: the dashboard shows them beside the
- * errors and latency they cause. Two gauges, one per unit, rather than one with a `fault` label
- * whose values would mix a ratio and seconds.
- */
-function registerFaultMetrics(registry: Registry<RegistryContentType>, faults: Faults): void {
-  new Gauge({
-    name: 'product_service_fault_error_ratio',
-    help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',
-    registers: [registry],
-  }).set(faults.faultErrorRatio);
-  new Gauge({
-    name: 'product_service_fault_delay_seconds',
-    help: 'Delay added on purpose before POST /product answers (FAULT_DELAY, a game day); 0 when no fault is injected.',
-    registers: [registry],
-  }).set(faults.faultDelayMs / 1000);
-}
-
-/**
- * The batch span processor's self-metrics (OpenTelemetry's otel.sdk.processor.span.*), read from the
- * SDK at each scrape. The OTLP exporter NodeSDK builds from the environment reports none of its
- * own, so its counter is derived from the same counts: a span the processor finished with an error
- * other than queue_full is one whose export failed.
+ * The batch span processor's self-metrics, read at each scrape. The OTLP exporter reports none of
+ * its own, so its counter is derived: a span finished with an error other than queue_full failed export.
  */
 function registerSpanPipelineMetrics(registry: Registry<RegistryContentType>, read: Telemetry['readSpanPipeline']): void {
-  // Scrapes read the SDK once and the four metrics share what it said.
   let latest: Promise<Awaited<ReturnType<typeof read>>> | undefined;
   const counts = (): Promise<Awaited<ReturnType<typeof read>>> => {
     latest ??= read().finally(() => setImmediate(() => (latest = undefined)));
@@ -280,10 +209,8 @@ function registerSpanPipelineMetrics(registry: Registry<RegistryContentType>, re
 }
 
 /**
- * What prom-client's default metrics lack for the alert rules and the dashboard: V8's heap limit
- * (the heap alert divides the heap by it: a leak ends in V8's abort at that limit, below the
- * container's), and event-loop utilisation as OpenTelemetry's nodejs.eventloop.time counter (time
- * the loop spent running callbacks and idle), from which any window's utilisation is a rate ratio.
+ * What the alerts need beyond prom-client's defaults: the heap limit (a leak ends in V8's abort
+ * there, below the container's), and event-loop time as a counter, so any window's utilisation is a rate ratio.
  */
 function registerV8Metrics(registry: Registry<RegistryContentType>): void {
   new Gauge({
@@ -309,18 +236,10 @@ function registerV8Metrics(registry: Registry<RegistryContentType>): void {
 }
 
 /**
- * One render serves every scrape that asks while it is pending: N concurrent scrapes (or N
- * pipelined on one connection) cost one render per format, not N, so flooding the metrics port
- * does not multiply the work. A render starts once the current turn of the event loop has handled
- * all its I/O (setImmediate), so that the scrapes read in that turn, from every connection, find
- * it pending; most of a render runs without yielding, so started at once it would be done before
- * the next connection's read. A scrape that joins a render already running gets values at most
- * one render older than its request; Prometheus stamps them with the scrape's start anyway.
- *
- * prom-client renames counters in place while it writes OpenMetrics (it strips "_total" from
- * metric.name, see Registry.metrics), which would break a plain-text render running at the same
- * time. So renders run one at a time, in the format asked for, and the names are put back
- * afterwards. Upstream: https://github.com/prometheus/client_js/pull/829
+ * One render per format serves every scrape that asks while it is pending, so flooding the metrics
+ * port does not multiply the work; it starts at the end of the turn so that every scrape read in
+ * that turn joins it. Renders run one at a time and counter names are put back afterwards, since
+ * prom-client strips "_total" in place for OpenMetrics. Upstream: https://github.com/prometheus/client_js/pull/829
  */
 function createRenderer(registry: Registry<RegistryContentType>): Metrics['render'] {
   const endOfTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));

@@ -1,22 +1,7 @@
 /**
- * Tracing, in one place: OpenTelemetry's NodeSDK with the instrumentations of
- * @opentelemetry/auto-instrumentations-node, configured by the standard OTEL_* variables.
- * src/main.ts starts it before anything else is loaded, because the instrumentations patch http, koa
- * and pino as they are required, then hands the returned Telemetry to the service.
- *
- * - What is instrumented: http (the server span of each request, named `METHOD route`, and client
- *   spans for outgoing calls), koa (patched, but with its middleware and router layers ignored
- *   it makes no spans; the route of the server span comes from http/middleware.ts) and pino
- *   (trace_id, span_id and trace_flags in every log line written inside a request). What a server
- *   span records of the request the client sent is the service's to say (span-attributes.ts).
- * - What is exported: traces, when an OTLP endpoint or OTEL_TRACES_EXPORTER is set. Metrics are
- *   served by prom-client on the metrics port. Logs go to stdout, and when OTEL_LOGS_EXPORTER names
- *   an exporter (otlp, console) each line is also sent through it by the pino instrumentation,
- *   with the trace context of the request it was written in.
- * - How it stops: Telemetry.shutdown() flushes queued spans; the graceful shutdown calls it.
- *
- * Every default below is written into the environment only when the variable is unset, so a
- * user's value of any standard variable wins. OTEL_SDK_DISABLED=true loads none of the SDK.
+ * OpenTelemetry's NodeSDK with the http, koa and pino instrumentations, configured by the standard
+ * OTEL_* variables. main.ts starts it before anything else is loaded, because the instrumentations
+ * patch modules as they are required. Metrics are prom-client's (metrics.ts), logs go to stdout.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
@@ -32,10 +17,7 @@ export interface Telemetry {
   shutdown(): Promise<void>;
   /** The span processor's self-metrics, or undefined when the SDK does not report them. */
   readSpanPipeline(): Promise<SpanPipelineCounts | undefined>;
-  /**
-   * How incoming requests are traced. The service says (service.ts), since only its router and its
-   * configuration know which requests are probes, which paths are routes and what may be recorded.
-   */
+  /** How incoming requests are traced: only the service's router and configuration know (service.ts). */
   describeIncomingRequests(requests: IncomingRequests): void;
 }
 
@@ -50,7 +32,6 @@ export interface IncomingRequests {
   failure(response: ServerResponse): string | undefined;
 }
 
-/** What the batch span processor reports about itself (OpenTelemetry's otel.sdk.processor.span.* metrics). */
 interface SpanPipelineCounts {
   /** Spans whose processing finished, by error.type: '' exported, 'queue_full' dropped, anything else export failed. */
   readonly processed: ReadonlyMap<string, number>;
@@ -58,7 +39,6 @@ interface SpanPipelineCounts {
   readonly queueCapacity: number;
 }
 
-/** The environment startTelemetry reads and writes its defaults into (process.env). */
 type WritableEnv = Record<string, string | undefined>;
 /** instrumentation-koa's layer types ('middleware', 'router'), a string enum its package exports. */
 type KoaLayerTypes = NonNullable<
@@ -68,17 +48,10 @@ type KoaLayerTypes = NonNullable<
 >;
 
 /**
- * This service's defaults for standard variables, each applied only when the variable is unset:
- * - only the instrumentations it uses are constructed (every one of the ~40 would be by default);
- * - metrics and logs are not exported over OTLP (prom-client and stdout carry them; a user who
- *   sets OTEL_LOGS_EXPORTER gets the log lines sent as well);
- * - resource detectors that read local facts only: no cloud metadata calls at start-up;
- * - the SDK's self-metrics on, for the dropped and failed span counts on /metrics;
- * - the SDK's warnings on stderr, so that a variable it cannot use as written is reported;
- * - span attribute values capped, so that huge headers (User-Agent) cannot swell the export queue;
- * - span batches of at most 128 every second instead of 512 every 5 s: encoding a batch blocks the
- *   event loop, and a 512-span batch was the largest share of the p99 at half load, for the same
- *   CPU per request (docs/performance.md, "Span batches"). The queue keeps its 2048.
+ * Defaults for standard variables, each applied only when unset, so a user's value wins. Local
+ * resource detectors only (no cloud metadata calls at start-up); attribute values capped so huge
+ * headers cannot swell the export queue; smaller, more frequent span batches because encoding a
+ * batch blocks the event loop (docs/performance.md, "Span batches").
  */
 const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,koa,pino',
@@ -92,10 +65,7 @@ const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_BSP_SCHEDULE_DELAY: '1000',
 };
 
-/**
- * Writes SERVICE_DEFAULTS into `env` where unset. A queue set below the default batch size gets a
- * batch of its own size, as the SDK would make it, without the SDK's warning about a default.
- */
+/** A queue set below the default batch size gets a batch of its own size, without the SDK's warning. */
 function applyServiceDefaults(env: WritableEnv): void {
   const batchSizeUnset = readVariable(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE') === undefined;
   for (const [name, value] of Object.entries(SERVICE_DEFAULTS)) {
@@ -107,25 +77,17 @@ function applyServiceDefaults(env: WritableEnv): void {
   }
 }
 
-/**
- * NodeSDK would export to localhost:4318 when nothing is configured. Here, without an endpoint or
- * an exporter named, nothing is exported and no connection is tried.
- */
+/** NodeSDK would export to localhost:4318 when nothing is configured; here nothing is exported then. */
 function exportsTraces(env: WritableEnv): boolean {
   return ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_EXPORTER'].some((name) => readVariable(env, name) !== undefined);
 }
 
-/** Whether OTEL_LOGS_EXPORTER names an exporter: NodeSDK then builds a LoggerProvider (none wins, as in NodeSDK). */
 function exportsLogs(env: WritableEnv): boolean {
   const exporters = (readVariable(env, 'OTEL_LOGS_EXPORTER') ?? '').split(',').map((name) => name.trim());
   return exporters.some((name) => name !== '') && !exporters.includes('none');
 }
 
-/**
- * OpenTelemetry drops the whole of OTEL_RESOURCE_ATTRIBUTES, valid entries too, for one malformed
- * entry, and says so only at debug level. Here the malformed entry alone is left out, in one line.
- * The rule is the SDK's: key=value, ',' and '=' percent-encoded, at most 255 characters each.
- */
+/** The SDK drops all of OTEL_RESOURCE_ATTRIBUTES for one malformed entry, silently; here only that entry goes, said in one line. */
 function keepValidResourceAttributes(env: WritableEnv, warn: (message: string) => void): void {
   const raw = readVariable(env, 'OTEL_RESOURCE_ATTRIBUTES');
   if (raw === undefined) return;
@@ -160,10 +122,8 @@ export function sdkDisabled(env: WritableEnv): boolean {
 }
 
 /**
- * Whether an OpenTelemetry SDK already registered a tracer provider in this process: one that
- * `NODE_OPTIONS=--require` loaded first, as the OpenTelemetry Operator's Node.js injection does.
- * Read from the API's global slot itself, which every 1.x copy of @opentelemetry/api shares, since
- * that copy's version may be one this one's accessors would not answer for.
+ * Whether an SDK that `NODE_OPTIONS=--require` loaded first (the OpenTelemetry Operator's injection)
+ * registered a tracer provider; read from the global slot every 1.x API copy shares, whatever its version.
  */
 function tracerProviderRegistered(): boolean {
   return (globalThis as Record<symbol, { trace?: unknown } | undefined>)[Symbol.for('opentelemetry.js.api.1')]?.trace !== undefined;
@@ -191,14 +151,12 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   const metricsSdk = require('@opentelemetry/sdk-metrics') as typeof import('@opentelemetry/sdk-metrics');
   /* eslint-enable @typescript-eslint/no-require-imports */
 
-  // The SDK's diagnostics (OTEL_LOG_LEVEL) would go through console, partly to stdout, where they
-  // would break the JSON log stream: they go to stderr, one line each, from the first one on.
+  // The SDK's diagnostics would go partly to stdout, breaking the JSON log stream.
   const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core'); // eslint-disable-line @typescript-eslint/no-require-imports
   api.diag.setLogger(stderrDiagLogger(), { logLevel: diagLogLevelFromString(env.OTEL_LOG_LEVEL), suppressOverrideMessage: true });
 
   const service = packageInfo();
-  // The SDK's self-metrics reach /metrics through this reader. A user who sets OTEL_METRICS_EXPORTER
-  // gets NodeSDK's own readers instead (and the self-metrics there).
+  // The SDK's self-metrics reach /metrics through this reader, unless OTEL_METRICS_EXPORTER is set.
   const selfMetrics =
     env.OTEL_METRICS_EXPORTER === 'none'
       ? new (class extends metricsSdk.MetricReader {
@@ -215,52 +173,40 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
-      // Its attributes are merged over the instrumentation's own before the span starts. The trace
-      // context is extracted right after it: an untrusted client's trace headers (those of the
-      // configured propagators) are dropped first, so that its request starts a trace of its own,
-      // which the sampler decides on, instead of hiding itself (flags 00), choosing the trace id
-      // its log line carries, or having its tracestate and baggage exported.
+      // The trace context is extracted right after this hook: an untrusted client's trace headers
+      // are dropped first, so it cannot hide itself from sampling nor choose its trace id.
       startIncomingSpanHook: (request) => {
         if (!incoming.traceContextTrusted(request)) for (const field of api.propagation.fields()) Reflect.deleteProperty(request.headers, field);
         return incoming.spanAttributes(request);
       },
-      // Called once the instrumentation has set the span's status from the answer's code (with no
-      // message), just before the span ends; a client span's response is never a failure's.
+      // Runs after the instrumentation set the status from the code, without a message.
       applyCustomAttributesOnSpan: (span, _request, response) => {
         const message = incoming.failure(response as ServerResponse);
         if (message !== undefined) span.setStatus({ code: api.SpanStatusCode.ERROR, message });
       },
     },
-    // A span per Koa middleware or router layer would repeat the server span; the app sets the
-    // route on it (http/middleware.ts) and the http instrumentation names the span from it.
+    // A span per Koa layer would repeat the server span, which gets its route from http/middleware.ts.
     // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- KoaLayerType's values; its package is not a direct dependency
     '@opentelemetry/instrumentation-koa': { ignoreLayersType: ['middleware', 'router'] as KoaLayerTypes },
-    // Each log line goes to stdout; it is sent through the SDK as well only when a logs exporter is
-    // named, since without one the extra pino destination would cost every line for nothing.
     '@opentelemetry/instrumentation-pino': { disableLogSending: !exportsLogs(env) },
   });
 
-  // NodeSDK's constructor installs a console logger (partly on stdout) when it sees OTEL_LOG_LEVEL,
-  // replacing one already set: it is hidden from it for that moment, and the stderr logger above
-  // stays. Upstream: https://github.com/open-telemetry/opentelemetry-js/issues/4596
+  // NodeSDK's constructor replaces the stderr logger when it sees OTEL_LOG_LEVEL.
+  // Upstream: https://github.com/open-telemetry/opentelemetry-js/issues/4596
   const logLevel = env.OTEL_LOG_LEVEL;
   delete env.OTEL_LOG_LEVEL;
   const sdk: NodeSDK = new Sdk({
-    // service.name and service.version of this build; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override them.
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': service.name, 'service.version': service.version } satisfies Attributes)),
     resourceDetectors: auto.getResourceDetectors(),
     instrumentations,
     ...(selfMetrics === undefined ? {} : { metricReaders: [selfMetrics] }),
-    // No span processor: no TracerProvider (a span made and dropped costs every request), yet
-    // propagation still carries an incoming trace id to the logs and the answer's id.
+    // No span processor: no TracerProvider, so no span is made and dropped per request.
     ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
   });
   if (logLevel !== undefined) env.OTEL_LOG_LEVEL = logLevel;
   sdk.start();
   if (selfMetrics !== undefined) {
-    // NodeSDK hands its MeterProvider to every instrumentation; instrumentation-http would then
-    // record http.server.request.duration per request for a reader that only wants the span
-    // processor's counts (prom-client keeps the request histogram). They get a no-op meter instead.
+    // Otherwise instrumentation-http would record a duration per request for a reader that wants only the processor's counts.
     const noMeters = { getMeter: () => api.createNoopMeter() };
     for (const instrumentation of instrumentations) instrumentation.setMeterProvider(noMeters);
   }

@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
-import { parseConfig, type Faults } from '../../src/config';
+import { parseConfig } from '../../src/config';
+import type { Faults } from '../../src/http/faults';
 import type { ServerOptions } from '../../src/http/server';
 import { createLogger, type Logger } from '../../src/observability/logger';
 import { createMetrics, type Metrics } from '../../src/observability/metrics';
