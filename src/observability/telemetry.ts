@@ -212,6 +212,8 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
       : undefined;
   // Until the service describes its requests, none arrive: it does so before it listens.
   let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}), traceContextTrusted: () => false, failure: () => undefined };
+  // Without an exporter the server span is a non-recording one that drops its attributes: none are computed.
+  const tracing = exportsTraces(env);
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
@@ -222,7 +224,7 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
       // its log line carries, or having its tracestate and baggage exported.
       startIncomingSpanHook: (request) => {
         if (!incoming.traceContextTrusted(request)) for (const field of api.propagation.fields()) Reflect.deleteProperty(request.headers, field);
-        return incoming.spanAttributes(request);
+        return tracing ? incoming.spanAttributes(request) : {};
       },
       // Called once the instrumentation has set the span's status from the answer's code (with no
       // message), just before the span ends; a client span's response is never a failure's.
@@ -253,7 +255,7 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
     ...(selfMetrics === undefined ? {} : { metricReaders: [selfMetrics] }),
     // No span processor: no TracerProvider (a span made and dropped costs every request), yet
     // propagation still carries an incoming trace id to the logs and the answer's id.
-    ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
+    ...(tracing ? {} : { spanProcessors: [] }),
   });
   if (logLevel !== undefined) env.OTEL_LOG_LEVEL = logLevel;
   sdk.start();
