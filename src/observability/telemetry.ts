@@ -170,6 +170,8 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
       : undefined;
   // Until the service describes its requests, none arrive: it does so before it listens.
   let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}), traceContextTrusted: () => false, failure: () => undefined };
+  // Without an exporter the server span is a non-recording one that drops its attributes: none are computed.
+  const tracing = exportsTraces(env);
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
@@ -177,7 +179,7 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
       // are dropped first, so it cannot hide itself from sampling nor choose its trace id.
       startIncomingSpanHook: (request) => {
         if (!incoming.traceContextTrusted(request)) for (const field of api.propagation.fields()) Reflect.deleteProperty(request.headers, field);
-        return incoming.spanAttributes(request);
+        return tracing ? incoming.spanAttributes(request) : {};
       },
       // Runs after the instrumentation set the status from the code, without a message.
       applyCustomAttributesOnSpan: (span, _request, response) => {
@@ -201,7 +203,7 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
     instrumentations,
     ...(selfMetrics === undefined ? {} : { metricReaders: [selfMetrics] }),
     // No span processor: no TracerProvider, so no span is made and dropped per request.
-    ...(exportsTraces(env) ? {} : { spanProcessors: [] }),
+    ...(tracing ? {} : { spanProcessors: [] }),
   });
   if (logLevel !== undefined) env.OTEL_LOG_LEVEL = logLevel;
   sdk.start();
