@@ -258,11 +258,16 @@ describe('alert and recording rules rendered from the chart', () => {
   // An edge's histogram has Envoy's bounds in milliseconds: a threshold between two of them would
   // be interpolated, so helm refuses it and names the bounds; one of them renders as that bucket.
   it.each(['envoy-gateway', 'istio'])('refuse a latency threshold that is not a bucket bound of %s', (source) => {
-    const set = [`monitoring.prometheusRule.slo.source=${source}`];
-    expect(() => renderRules({ ...RELEASE, set: [...set, 'monitoring.prometheusRule.slo.latency.threshold=0.075'] })).toThrow(
+    // A values file: `--set` would pass 0.075 as a string.
+    const values = (threshold: number): string[] => {
+      const file = join(dir, `${source}-${threshold}.yaml`);
+      writeFileSync(file, `monitoring: { prometheusRule: { slo: { source: ${source}, latency: { threshold: ${threshold} } } } }\n`);
+      return [file];
+    };
+    expect(() => renderRules({ ...RELEASE, values: values(0.075) })).toThrow(
       new RegExp(`threshold 0.075 is not a bucket bound of ${source}'s request-duration histogram \\(Envoy's default bounds, in seconds: 0.0005, .*, 60\\)`),
     );
-    const rules = renderRules({ ...RELEASE, set: [...set, 'monitoring.prometheusRule.slo.latency.threshold=2.5'] });
+    const rules = renderRules({ ...RELEASE, values: values(2.5) });
     expect(rules).toContain('le=~"2500(\\\\.0)?"');
     expect(rules).not.toContain('http_server_request_duration_seconds_bucket');
   });
