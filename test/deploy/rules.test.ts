@@ -255,6 +255,23 @@ describe('alert and recording rules rendered from the chart', () => {
     expect(exprOf('ProductServiceTargetDown').trim()).toBe('up{job="products-product-service", namespace="shop"} == 0');
   });
 
+  // An edge's histogram has Envoy's bounds in milliseconds: a threshold between two of them would
+  // be interpolated, so helm refuses it and names the bounds; one of them renders as that bucket.
+  it.each(['envoy-gateway', 'istio'])('refuse a latency threshold that is not a bucket bound of %s', (source) => {
+    // A values file: `--set` would pass 0.075 as a string.
+    const values = (threshold: number): string[] => {
+      const file = join(dir, `${source}-${threshold}.yaml`);
+      writeFileSync(file, `monitoring: { prometheusRule: { slo: { source: ${source}, latency: { threshold: ${threshold} } } } }\n`);
+      return [file];
+    };
+    expect(() => renderRules({ ...RELEASE, values: values(0.075) })).toThrow(
+      new RegExp(`threshold 0.075 is not a bucket bound of ${source}'s request-duration histogram \\(Envoy's default bounds, in seconds: 0.0005, .*, 60\\)`),
+    );
+    const rules = renderRules({ ...RELEASE, values: values(2.5) });
+    expect(rules).toContain('le=~"2500(\\\\.0)?"');
+    expect(rules).not.toContain('http_server_request_duration_seconds_bucket');
+  });
+
   // The unit tests can fail: with ProductServiceDown's `for` at 10 minutes, the alerts test's
   // outage cases (paged at 8 minutes) fail, and promtool says which.
   it('a value that changes an alert makes the unit tests fail', () => {
