@@ -17,6 +17,8 @@ export interface Config {
   readonly shutdownTimeoutMs: number;
   /** The source revision this build was made from (the image sets BUILD_REVISION), or "unknown". */
   readonly buildRevision: string;
+  /** A checksum of the deployed configuration (the chart sets CONFIG_REVISION), or "unknown". */
+  readonly configRevision: string;
   /** Query parameters a span records as sent (TRACE_QUERY_PARAMS); every other one is recorded as REDACTED. */
   readonly traceQueryParams: readonly string[];
   /** Proxies whose X-Forwarded-For a span believes for client.address (TRUSTED_PROXIES); none: the socket's peer. */
@@ -85,6 +87,7 @@ export function parseConfig(env: Env): Config {
     shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
     shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
+    configRevision: readVariable(env, 'CONFIG_REVISION') ?? 'unknown',
     traceQueryParams: readQueryParams(env, 'TRACE_QUERY_PARAMS'),
     trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
     faultErrorRatio: readRatio(env, 'FAULT_ERROR_RATIO'),

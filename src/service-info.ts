@@ -7,6 +7,8 @@ export interface ServiceInfo {
   readonly version: string;
   /** The source revision the build was made from (Config.buildRevision), or "unknown". */
   readonly revision: string;
+  /** The deployed configuration's checksum (Config.configRevision), or "unknown". */
+  readonly config: string;
 }
 
 let cached: Pick<ServiceInfo, 'name' | 'version'> | undefined;

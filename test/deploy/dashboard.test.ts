@@ -140,7 +140,10 @@ describe('Grafana dashboard', () => {
       expect(annotation.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
       checkQuery(annotation.expr ?? '', JOB_NAMESPACE);
     }
-    expect(annotations[1]?.expr).toMatch(/^count by \(version, revision\) \(product_service_build_info\{.*\}\) unless .* offset 5m\)$/);
+    // `config` is the chart's checksum of the pod's variables: a values-only release is a deploy too.
+    expect(annotations[1]?.expr).toMatch(
+      /^count by \(version, revision, config\) \(product_service_build_info\{.*\}\) unless count by \(version, revision, config\) .* offset 5m\)$/,
+    );
     expect(annotations[2]?.expr).toContain('ALERTS{alertstate="firing", job=~"$job", namespace=~"$namespace"}');
     for (const metric of ['product_service_fault_error_ratio', 'product_service_fault_delay_seconds']) {
       expect(annotations[3]?.expr).toContain(`${metric}{job=~"$job", namespace=~"$namespace"} > 0`);

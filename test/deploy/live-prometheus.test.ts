@@ -20,6 +20,7 @@ import { PROMETHEUS_INSTALL, interpolate, loadDashboard, parseRules, promTargets
 const JOB = 'product-service';
 const NAMESPACE = 'test';
 const POD = 'product-service-0';
+const CONFIG = '0f1e2d3c4b5a';
 
 describe('dashboard and rules against a real Prometheus scraping the running service', () => {
   let dir = '';
@@ -50,6 +51,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, // OTLP/HTTP protobuf, the default, as to a collector
       OTEL_BSP_SCHEDULE_DELAY: '200',
       OTEL_SERVICE_NAME: 'product-service',
+      CONFIG_REVISION: CONFIG, // as the chart sets it
     });
 
     // The scrape adds the labels a Kubernetes scrape would (namespace, pod), as deploy/compose.yaml does.
@@ -183,7 +185,8 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       expect(result.status, `${annotation.name}: ${result.error ?? ''}`).toBe('success');
       results.set(annotation.name, result.data.result);
     }
-    expect(results.get('Deploys')?.map((sample) => sample.metric.version)).toEqual([VERSION]);
+    // A release that changes only values changes `config`: the marker must tell it apart.
+    expect(results.get('Deploys')?.map(({ metric }) => [metric.version, metric.config])).toEqual([[VERSION, CONFIG]]);
     expect(results.get('Alerts firing')).toEqual([]);
     expect(results.get('Faults injected')).toEqual([]);
   });
