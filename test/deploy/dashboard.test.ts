@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { REFUSAL_REASONS } from '../../src/observability/metrics';
 import { DASHBOARD, allPanels, loadDashboard, promTargets, type Dashboard, type Panel } from './tools';
 
 // Static checks of the chart's dashboard (helm/product-service/files/dashboards/product-service.json,
@@ -131,6 +132,22 @@ describe('Grafana dashboard', () => {
     for (const panel of allPanels(dashboard).filter((p) => p.type !== 'row')) {
       expect((panel as Panel & { description?: string }).description ?? '', panel.title).toMatch(/^.{60,}$/s);
     }
+  });
+
+  const described = (title: string): string => {
+    const panel: (Panel & { description?: string }) | undefined = allPanels(dashboard).find((p) => p.title.startsWith(title));
+    return panel?.description ?? '';
+  };
+
+  it('names every reason the service counts a refusal under', () => {
+    for (const reason of REFUSAL_REASONS) expect(described('Refused before the application'), reason).toContain(reason);
+  });
+
+  it('shows the time requests queued before Node read them, as a trusted proxy reports it', () => {
+    const queued = targets.filter(({ expr }) => expr.includes('product_service_http_request_queue_seconds_bucket'));
+    expect(queued.map(({ expr }) => /^histogram_quantile\((0\.\d+),/.exec(expr)?.[1])).toEqual(['0.5', '0.99']);
+    expect(new Set(queued.map(({ panel }) => panel.title)).size).toBe(1);
+    expect(described(queued[0]?.panel.title ?? '-')).toContain('X-Request-Start');
   });
 
   it('marks deploys and firing alerts of the selected job and namespace', () => {
