@@ -12,6 +12,7 @@ export interface Config {
   readonly shutdownDelayMs: number;
   readonly shutdownTimeoutMs: number;
   readonly buildRevision: string;
+  readonly configRevision: string;
   readonly traceQueryParams: readonly string[];
   readonly trustedProxies: readonly AddressRange[];
   readonly faultErrorRatio: number;
@@ -59,6 +60,7 @@ export function parseConfig(env: Env): Config {
     shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
     shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
+    configRevision: readVariable(env, 'CONFIG_REVISION') ?? 'unknown',
     traceQueryParams: readQueryParams(env, 'TRACE_QUERY_PARAMS'),
     trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
     faultErrorRatio: readRatio(env, 'FAULT_ERROR_RATIO'),

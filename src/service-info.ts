@@ -5,6 +5,8 @@ export interface ServiceInfo {
   readonly name: string;
   readonly version: string;
   readonly revision: string;
+  /** The deployed configuration's checksum (Config.configRevision), or "unknown". */
+  readonly config: string;
 }
 
 let cached: Pick<ServiceInfo, 'name' | 'version'> | undefined;

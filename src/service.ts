@@ -73,7 +73,7 @@ export function createService(deps: ServiceDependencies): Service {
 /** @public main.ts requires it once telemetry has started, which knip does not follow. */
 export async function runService(telemetry: Telemetry): Promise<void> {
   const config = readConfigOrExit();
-  const info: ServiceInfo = { ...packageInfo(), revision: config.buildRevision };
+  const info: ServiceInfo = { ...packageInfo(), revision: config.buildRevision, config: config.configRevision };
   // Metrics first: the logger counts in them the lines a blocked stdout drops.
   const metrics = createMetrics({
     service: info,

@@ -21,6 +21,7 @@ const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unk
   ['SHUTDOWN_DELAY', 'shutdownDelayMs', 0],
   ['SHUTDOWN_TIMEOUT', 'shutdownTimeoutMs', 25_000],
   ['BUILD_REVISION', 'buildRevision', 'unknown'],
+  ['CONFIG_REVISION', 'configRevision', 'unknown'],
   ['TRACE_QUERY_PARAMS', 'traceQueryParams', []],
   ['TRUSTED_PROXIES', 'trustedProxies', []],
   ['FAULT_ERROR_RATIO', 'faultErrorRatio', 0],
@@ -196,11 +197,13 @@ describe('the entry point with a bad variable', () => {
     }
   });
 
-  it('BUILD_REVISION reaches the start-up line and the build-info metric', async () => {
-    const svc = await startService({ BUILD_REVISION: 'abc1234' });
+  it('BUILD_REVISION and CONFIG_REVISION reach the build-info metric (the revision the start-up line too)', async () => {
+    const svc = await startService({ BUILD_REVISION: 'abc1234', CONFIG_REVISION: '0f1e2d3c4b5a' });
     try {
       expect(await svc.waitForLog((line) => line.msg === 'product-service listening')).toMatchObject({ revision: 'abc1234' });
-      expect(await (await fetch(svc.metricsUrl)).text()).toMatch(/^product_service_build_info\{[^}]*revision="abc1234"/m);
+      const metrics = await (await fetch(svc.metricsUrl)).text();
+      expect(metrics).toMatch(/^product_service_build_info\{[^}]*revision="abc1234"/m);
+      expect(metrics).toMatch(/^product_service_build_info\{[^}]*config="0f1e2d3c4b5a"/m);
     } finally {
       await svc.stop();
     }

@@ -87,9 +87,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
   new Gauge({
     name: 'product_service_build_info',
     help: 'Always 1; the labels say which build is running.',
-    labelNames: ['version', 'revision', 'nodejs_version'] as const,
+    labelNames: ['version', 'revision', 'config', 'nodejs_version'] as const,
     registers: [registry],
-  }).set({ version: options.service.version, revision: options.service.revision, nodejs_version: process.version }, 1);
+  }).set({ version: options.service.version, revision: options.service.revision, config: options.service.config, nodejs_version: process.version }, 1);
 
   registerFaultMetrics(registry, options.faults);
   registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));

@@ -135,6 +135,16 @@ describe('PrometheusRule', () => {
   });
 });
 
+describe('the Deployment', () => {
+  it('sets CONFIG_REVISION, a checksum of its variables that changes with a value, so a values-only release is marked', () => {
+    const revision = (args: string[]) => envValue(mainContainer(findOne(template(args), 'Deployment')), 'CONFIG_REVISION');
+    expect(revision([])).toMatch(/^[0-9a-f]{12}$/);
+    expect(revision([])).toBe(revision(['--set', 'replicaCount=3'])); // not a pod variable
+    expect(revision(['--set', 'logLevel=debug'])).not.toBe(revision([]));
+    expect(revision(['--set', 'extraEnv[0].name=BODY_LIMIT', '--set', 'extraEnv[0].value=512kb'])).not.toBe(revision([]));
+  });
+});
+
 describe('Grafana dashboard ConfigMap', () => {
   it("holds the source dashboard as this release's: own uid and title, its job and namespace preselected", () => {
     const { configMap, key, dashboard } = dashboardConfigMap([]);
@@ -176,6 +186,38 @@ describe('Grafana dashboard ConfigMap', () => {
     expect(shop.key).not.toBe(staging.key);
     expect(shop.dashboard.uid).not.toBe(staging.dashboard.uid);
     expect(shop.dashboard.title).not.toBe(staging.dashboard.title);
+  });
+
+  it("draws the thresholds the rules use from the chart's values", () => {
+    type Panel = { title: string; fieldConfig?: { defaults?: { thresholds?: { steps: Array<{ value: number | null }> } } } };
+    const steps = (args: string[]) =>
+      Object.fromEntries(
+        (dashboardConfigMap(args).dashboard.panels as Panel[]).flatMap((panel) => {
+          const values = panel.fieldConfig?.defaults?.thresholds?.steps.map((step) => step.value) ?? [];
+          return values.length > 1 ? [[panel.title, values.slice(1)]] : [];
+        }),
+      );
+    const latencyPanels = ['p99 POST /product', 'POST /product latency', 'p99 latency by route', 'POST /product p99 by pod'];
+    const defaults = steps([]);
+    for (const title of latencyPanels) expect(defaults[title]?.at(-1), title).toBe(0.25);
+    expect(defaults['POST /product 5xx']).toEqual([0.001, 0.0144]);
+    expect(defaults['Latency burn rate, per alert window']).toEqual([1, 6, 14.4]);
+    expect(defaults['Event-loop utilisation']).toEqual([0.9]);
+
+    const rule = 'monitoring.prometheusRule';
+    const tuned = steps([
+      ...['--set-json', `${rule}.slo.latency.threshold=0.5`, '--set-json', `${rule}.slo.availability.objective=99.5`],
+      ...[
+        '--set-json',
+        `${rule}.alerts.ProductServiceErrorBudgetBurnFast.windows=[{"long":"1h","short":"5m","burnRate":10},{"long":"6h","short":"30m","burnRate":5}]`,
+      ],
+      ...['--set-json', `${rule}.alerts.ProductServiceEventLoopSaturated.threshold=0.75`],
+    ]);
+    for (const title of latencyPanels) expect(tuned[title]?.at(-1), title).toBe(0.5);
+    // The availability budget (0.5%) is orange, the fast burn over it red.
+    expect(tuned['POST /product 5xx']).toEqual([0.005, 0.05]);
+    for (const slo of ['Availability', 'Latency']) expect(tuned[`${slo} burn rate, per alert window`]).toEqual([1, 5, 10]);
+    expect(tuned['Event-loop utilisation']).toEqual([0.75]);
   });
 
   it('takes the uid set in the values, and the alerts link to it', () => {

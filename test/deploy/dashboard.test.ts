@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { REFUSAL_REASONS } from '../../src/observability/metrics';
 import { DASHBOARD, allPanels, loadDashboard, promTargets, type Dashboard, type Panel } from './tools';
 
 // Static checks of the chart's dashboard (helm/product-service/files/dashboards/product-service.json,
@@ -133,6 +134,22 @@ describe('Grafana dashboard', () => {
     }
   });
 
+  const described = (title: string): string => {
+    const panel: (Panel & { description?: string }) | undefined = allPanels(dashboard).find((p) => p.title.startsWith(title));
+    return panel?.description ?? '';
+  };
+
+  it('names every reason the service counts a refusal under', () => {
+    for (const reason of REFUSAL_REASONS) expect(described('Refused before the application'), reason).toContain(reason);
+  });
+
+  it('shows the time requests queued before Node read them, as a trusted proxy reports it', () => {
+    const queued = targets.filter(({ expr }) => expr.includes('product_service_http_request_queue_seconds_bucket'));
+    expect(queued.map(({ expr }) => /^histogram_quantile\((0\.\d+),/.exec(expr)?.[1])).toEqual(['0.5', '0.99']);
+    expect(new Set(queued.map(({ panel }) => panel.title)).size).toBe(1);
+    expect(described(queued[0]?.panel.title ?? '-')).toContain('X-Request-Start');
+  });
+
   it('marks deploys and firing alerts of the selected job and namespace', () => {
     const annotations = (dashboard as Dashboard & { annotations: { list: Array<{ name: string; expr?: string; datasource: unknown }> } }).annotations.list;
     expect(annotations.map((annotation) => annotation.name)).toEqual(['Annotations & Alerts', 'Deploys', 'Alerts firing', 'Faults injected']);
@@ -140,7 +157,10 @@ describe('Grafana dashboard', () => {
       expect(annotation.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
       checkQuery(annotation.expr ?? '', JOB_NAMESPACE);
     }
-    expect(annotations[1]?.expr).toMatch(/^count by \(version, revision\) \(product_service_build_info\{.*\}\) unless .* offset 5m\)$/);
+    // `config` is the chart's checksum of the pod's variables: a values-only release is a deploy too.
+    expect(annotations[1]?.expr).toMatch(
+      /^count by \(version, revision, config\) \(product_service_build_info\{.*\}\) unless count by \(version, revision, config\) .* offset 5m\)$/,
+    );
     expect(annotations[2]?.expr).toContain('ALERTS{alertstate="firing", job=~"$job", namespace=~"$namespace"}');
     for (const metric of ['product_service_fault_error_ratio', 'product_service_fault_delay_seconds']) {
       expect(annotations[3]?.expr).toContain(`${metric}{job=~"$job", namespace=~"$namespace"} > 0`);

@@ -20,6 +20,7 @@ import { PROMETHEUS_INSTALL, interpolate, loadDashboard, parseRules, promTargets
 const JOB = 'product-service';
 const NAMESPACE = 'test';
 const POD = 'product-service-0';
+const CONFIG = '0f1e2d3c4b5a';
 
 describe('dashboard and rules against a real Prometheus scraping the running service', () => {
   let dir = '';
@@ -50,6 +51,8 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, // OTLP/HTTP protobuf, the default, as to a collector
       OTEL_BSP_SCHEDULE_DELAY: '200',
       OTEL_SERVICE_NAME: 'product-service',
+      CONFIG_REVISION: CONFIG, // as the chart sets it
+      TRUSTED_PROXIES: '127.0.0.1', // the test's client stands in for the proxy that sends X-Request-Start
     });
 
     // The scrape adds the labels a Kubernetes scrape would (namespace, pod), as deploy/compose.yaml does.
@@ -82,8 +85,9 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
         if (response.status === 201) ids.push(((await response.json()) as { product_id: number }).product_id);
         else await response.arrayBuffer();
       });
+      // The 404 comes "through a proxy" that received it 5 ms earlier: the queue-time panel has data.
       const others = ['/health', '/no-such-path'].map(async (path) => {
-        const response = await fetch(`${base}${path}`);
+        const response = await fetch(`${base}${path}`, path === '/health' ? {} : { headers: { 'x-request-start': `t=${Date.now() - 5}` } });
         count(response.status);
         await response.arrayBuffer();
       });
@@ -175,6 +179,18 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     expect(allowed.length).toBeLessThanOrEqual(5);
   });
 
+  it('the queue-time panel shows the wait a trusted proxy reported', async () => {
+    const values = variableSets()[0]?.[1] ?? {};
+    const queued = targets.filter(({ expr }) => expr.includes('product_service_http_request_queue_seconds_bucket'));
+    expect(queued.length).toBeGreaterThan(0);
+    for (const { expr } of queued) {
+      const seconds = Number((await query(interpolate(expr, values, '1m'))).data.result[0]?.value[1]);
+      // At least the 5 ms the header claims; well under a second on a machine this size.
+      expect(seconds, expr).toBeGreaterThanOrEqual(0.004);
+      expect(seconds, expr).toBeLessThan(1);
+    }
+  });
+
   it('the annotation queries are valid; the deploy marker shows the build that started', async () => {
     const values = variableSets()[0]?.[1] ?? {};
     const results = new Map<string, Sample[]>();
@@ -183,7 +199,8 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       expect(result.status, `${annotation.name}: ${result.error ?? ''}`).toBe('success');
       results.set(annotation.name, result.data.result);
     }
-    expect(results.get('Deploys')?.map((sample) => sample.metric.version)).toEqual([VERSION]);
+    // A release that changes only values changes `config`: the marker must tell it apart.
+    expect(results.get('Deploys')?.map(({ metric }) => [metric.version, metric.config])).toEqual([[VERSION, CONFIG]]);
     expect(results.get('Alerts firing')).toEqual([]);
     expect(results.get('Faults injected')).toEqual([]);
   });

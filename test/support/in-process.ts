@@ -49,7 +49,7 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
   const logger = createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination });
   const faults = overrides.faults ?? config;
   const metrics = createMetrics({
-    service: { name: 'product-service', version: 'test', revision: 'test' },
+    service: { name: 'product-service', version: 'test', revision: 'test', config: 'test' },
     processMetrics: false,
     faults,
     trustedProxies: config.trustedProxies,
