@@ -64,8 +64,10 @@ describe('extraEnv and extraNodeOptions', () => {
       'extraEnv[2].value=fixed',
     ]);
     const names = envNames(container);
-    // Replaced where the chart had them, so $(K8S_POD_NAME) in OTEL_RESOURCE_ATTRIBUTES still refers to an earlier variable.
-    expect(names).toEqual([...defaults, 'OTEL_BSP_SCHEDULE_DELAY']);
+    // Replaced where the chart had them, so $(K8S_POD_NAME) in OTEL_RESOURCE_ATTRIBUTES still refers to an earlier variable;
+    // CONFIG_REVISION, the checksum of all the others, stays last.
+    const chartNames = defaults.filter((name) => name !== 'CONFIG_REVISION');
+    expect(names).toEqual([...chartNames, 'OTEL_BSP_SCHEDULE_DELAY', 'CONFIG_REVISION']);
     expect(envValue(container, 'LOG_LEVEL')).toBe('debug');
     expect(container.env?.find((e) => e.name === 'K8S_POD_NAME')).toEqual({ name: 'K8S_POD_NAME', value: 'fixed' });
     expect(envValue(container, 'OTEL_BSP_SCHEDULE_DELAY')).toBe('1000');
