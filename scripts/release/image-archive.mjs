@@ -16,6 +16,16 @@
 //       than change a byte), then reads each reference back from the registry and checks its digest;
 //       prints `digest=sha256:...` for $GITHUB_OUTPUT. --plain-http: a registry without TLS (a test
 //       registry on the loopback interface).
+//   node scripts/release/image-archive.mjs load --archive image.tar --digest sha256:... \
+//       --platform linux/amd64 --tag product-service:test
+//       refuses an archive that is not the one given (the one pushed), copies that platform's image
+//       of the index into the Docker engine under the tag (skopeo's docker-daemon transport), then
+//       checks that the engine holds exactly it (its config): the container tests then run what is
+//       pushed, not a build of their own.
+//   node scripts/release/image-archive.mjs published --reference ghcr.io/acme/product-service:1.2.3 [--plain-http]
+//       prints `digest=sha256:...` when the registry serves the reference, `digest=` when it does
+//       not, and fails on any other answer (unreachable, refused login): a re-run release reuses
+//       the published digest instead of pushing a new build under the same version.
 //
 // Needs tar and skopeo (scripts/ci/install-registry-tools.sh); registry credentials are skopeo's
 // (docker login writes them where it reads them).
@@ -34,9 +44,9 @@ function fail(message) {
   process.exit(1);
 }
 
-/** Runs a command; its stdout (as a Buffer when `binary`), or a failure naming it and its stderr. */
-function run(command, args, binary = false) {
-  const result = spawnSync(command, args, { encoding: binary ? 'buffer' : 'utf8', maxBuffer: 64 * 1024 * 1024 });
+/** Runs a command; its stdout, or a failure naming it and its stderr. */
+function run(command, args) {
+  const result = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (result.error) fail(`${command}: ${result.error.message}`);
   if (result.status !== 0) fail(`${command} ${args.join(' ')} failed: ${String(result.stderr).trim()}`);
   return result.stdout;
@@ -86,25 +96,67 @@ function split(archive, out) {
   }
 }
 
+/** The digest of the manifest the registry serves for `reference`, or undefined when it has none. */
+function served(reference, plainHttp) {
+  const tls = plainHttp ? ['--tls-verify=false'] : [];
+  const result = spawnSync('skopeo', ['inspect', '--raw', ...tls, `docker://${reference}`], { maxBuffer: 64 * 1024 * 1024 });
+  if (result.error) fail(`skopeo: ${result.error.message}`);
+  if (result.status !== 0) {
+    const stderr = String(result.stderr);
+    if (/manifest unknown|not found/i.test(stderr)) return undefined;
+    fail(`cannot tell whether ${reference} is published: ${stderr.trim().replace(/\s+/g, ' ')}`);
+  }
+  return `sha256:${createHash('sha256').update(result.stdout).digest('hex')}`;
+}
+
+function checkReference(reference) {
+  if (!/^[a-z0-9.-]+(:\d+)?(\/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$/.test(reference)) fail(`${reference} is not registry/path:tag`);
+}
+
+function checkArchive(archive, expected, what) {
+  if (!DIGEST.test(expected ?? '')) fail(`--digest must be sha256:<64 hex>, got ${expected ?? 'nothing'}`);
+  const found = imageIndex(archive);
+  if (found.digest !== expected) fail(`${archive} holds ${found.digest}, not the ${expected} ${what}`);
+  return found;
+}
+
+function load(archive, expected, wanted, tag) {
+  const { index } = checkArchive(archive, expected, 'that is pushed: nothing loaded');
+  const platform = platforms(index).find((p) => [p.os, p.architecture, p.variant].filter(Boolean).join('/') === wanted);
+  if (platform === undefined)
+    fail(
+      `${archive} has no ${wanted} image (it has ${platforms(index)
+        .map((p) => `${p.os}/${p.architecture}`)
+        .join(', ')})`,
+    );
+  if (!/^[a-z0-9./:_-]+$/.test(tag ?? '')) fail(`--tag ${tag ?? '(none)'} is not an image name`);
+  const override = ['--override-os', platform.os, '--override-arch', platform.architecture];
+  if (platform.variant) override.push('--override-variant', platform.variant);
+  run('skopeo', ['copy', '--quiet', ...override, `oci-archive:${archive}`, `docker-daemon:${tag}`]);
+  // The engine's image must be the archive's: the same config, byte for byte, which names its layers
+  // by content (the engine checks them on load). Read back through skopeo, whatever the engine's
+  // image store makes its image id.
+  const manifest = archiveJson(archive, `blobs/sha256/${platform.digest.slice('sha256:'.length)}`);
+  const config = `sha256:${createHash('sha256')
+    .update(run('skopeo', ['inspect', '--config', '--raw', `docker-daemon:${tag}`]))
+    .digest('hex')}`;
+  if (config !== manifest.config.digest) fail(`the engine's ${tag} has the config ${config}, not the archive's ${wanted} config ${manifest.config.digest}`);
+  console.error(`image-archive: loaded ${wanted} of ${expected} as ${tag} (config ${config})`);
+}
+
 function push(archive, expected, references, plainHttp) {
   if (!DIGEST.test(expected ?? '')) fail(`--digest must be sha256:<64 hex>, got ${expected ?? 'nothing'}`);
   if (references.length === 0) fail('no --to reference to push to');
-  for (const reference of references) {
-    if (!/^[a-z0-9.-]+(:\d+)?(\/[a-z0-9._-]+)+:[\w][\w.-]{0,127}$/.test(reference)) fail(`--to ${reference} is not registry/path:tag`);
-  }
-  const { digest } = imageIndex(archive);
-  if (digest !== expected) fail(`${archive} holds ${digest}, not the ${expected} that was scanned and tested: nothing pushed`);
+  for (const reference of references) checkReference(reference);
+  const { digest } = checkArchive(archive, expected, 'that was scanned and tested: nothing pushed');
   const tls = plainHttp ? ['--dest-tls-verify=false'] : [];
   for (const reference of references) {
     run('skopeo', ['copy', '--quiet', '--all', '--preserve-digests', ...tls, `oci-archive:${archive}`, `docker://${reference}`]);
   }
   // What the registry now serves under each reference, byte for byte.
-  const readTls = plainHttp ? ['--tls-verify=false'] : [];
   for (const reference of references) {
-    const served = `sha256:${createHash('sha256')
-      .update(run('skopeo', ['inspect', '--raw', ...readTls, `docker://${reference}`], true))
-      .digest('hex')}`;
-    if (served !== digest) fail(`${reference} serves ${served}, not ${digest}`);
+    const now = served(reference, plainHttp);
+    if (now !== digest) fail(`${reference} serves ${now ?? 'nothing'}, not ${digest}`);
     console.error(`image-archive: pushed ${reference} (${digest})`);
   }
   console.log(`digest=${digest}`);
@@ -121,13 +173,22 @@ try {
       digest: { type: 'string' },
       to: { type: 'string', multiple: true },
       'plain-http': { type: 'boolean' },
+      platform: { type: 'string' },
+      tag: { type: 'string' },
+      reference: { type: 'string' },
     },
   }));
 } catch (err) {
   fail(err.message);
 }
+if (command === 'published') {
+  checkReference(values.reference ?? fail('published needs --reference'));
+  console.log(`digest=${served(values.reference, values['plain-http'] ?? false) ?? ''}`);
+  process.exit(0);
+}
 if (values.archive === undefined) fail('--archive is required');
 if (command === 'digest') console.log(imageIndex(values.archive).digest);
 else if (command === 'split') split(values.archive, values.out ?? fail('split needs --out'));
 else if (command === 'push') push(values.archive, values.digest, values.to ?? [], values['plain-http'] ?? false);
-else fail(`unknown command ${command ?? '(none)'}: digest, split or push`);
+else if (command === 'load') load(values.archive, values.digest, values.platform ?? fail('load needs --platform, such as linux/amd64'), values.tag);
+else fail(`unknown command ${command ?? '(none)'}: digest, split, push, load or published`);

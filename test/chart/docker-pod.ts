@@ -5,7 +5,8 @@
 // resolves it), its containers and the host directories of their volumes, removed by cleanup().
 //
 // Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
-// the container tests (`npm run test:container`), which .ci/run runs first.
+// the container tests (`npm run test:container`), which .ci/run runs first, or the image that
+// PRODUCT_SERVICE_IMAGE names (release.yml: the digest a chart pins).
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -16,7 +17,7 @@ import { DOCKER, requireDockerEngine } from '../container/docker-host';
 import { mainContainer, must, podSpecOf } from './helm';
 import { commandArgs, probeUntil, translatePod, type Translation } from './pod-to-docker';
 
-export const IMAGE = 'product-service:test';
+export const IMAGE = process.env.PRODUCT_SERVICE_IMAGE ?? 'product-service:test';
 /** Values that make the chart run that image, never pulled. */
 export const IMAGE_VALUES = ['--set', 'image.repository=product-service', '--set', 'image.tag=test', '--set', 'image.pullPolicy=Never'];
 export const RELEASE = 'products';

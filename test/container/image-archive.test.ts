@@ -4,17 +4,20 @@
 // shape BuildKit's OCI output has: an image index of two platforms and an attestation manifest. The
 // registry then serves that index, byte for byte, under every tag; each platform's archive for the
 // scanner holds that platform's manifest unchanged; an archive that is not the one scanned is refused.
+// The host's platform image is runnable (the host's /bin/sh and the libraries it links): loaded into
+// the real Docker engine, as image.yml loads the archive for the container tests, it runs.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { stringify } from 'yaml';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
+import { DOCKER, requireDockerEngine } from './docker-host';
 
 const SCRIPT = join(ROOT, 'scripts/release/image-archive.mjs');
 const INSTALL = 'sh scripts/ci/install-registry-tools.sh (as root)';
@@ -50,12 +53,14 @@ class Layout {
     return { mediaType, digest: `sha256:${hex}`, size: bytes.length, ...extra };
   }
 
-  /** A one-layer image for a platform: the layer holds one file naming it. */
+  /** A one-layer image for a platform: the layer holds a file naming it; on the host's platform, also a shell that prints it. */
   image(os: string, architecture: string): Descriptor {
-    const tar = tarOf(`${os}-${architecture}`, `built for ${os}/${architecture}\n`);
+    const runnable = os === 'linux' && architecture === HOST_ARCH;
+    const tar = tarOf({ 'built-for': `built for ${os}/${architecture}\n`, ...(runnable ? shellFiles() : {}) });
     const layer = this.blob(OCI.layer, gzipSync(tar));
     const diffId = `sha256:${createHash('sha256').update(tar).digest('hex')}`;
-    const config = this.blob(OCI.config, { architecture, os, rootfs: { type: 'layers', diff_ids: [diffId] }, config: {} });
+    const run = runnable ? { Entrypoint: ['/bin/sh', '-c', 'read -r line < /built-for && echo "$line"'] } : {};
+    const config = this.blob(OCI.config, { architecture, os, rootfs: { type: 'layers', diff_ids: [diffId] }, config: run });
     return this.blob(OCI.manifest, { schemaVersion: 2, mediaType: OCI.manifest, config, layers: [layer] }, { platform: { os, architecture } });
   }
 
@@ -81,11 +86,29 @@ class Layout {
   }
 }
 
-/** A layer's tar: one file, written by tar itself. */
-function tarOf(name: string, text: string): Buffer {
+const HOST_ARCH = process.arch === 'x64' ? 'amd64' : process.arch;
+
+/** The host's /bin/sh and what ldd says it loads, by path in the image: host file to copy, read through symlinks. */
+function shellFiles(): Record<string, { from: string }> {
+  const ldd = must(spawnSync('ldd', ['/bin/sh'], { encoding: 'utf8' }), 'ldd /bin/sh');
+  const libraries = [...ldd.matchAll(/(\/\S+) \(0x/g)].map((m) => m[1] ?? '');
+  const files: Record<string, { from: string }> = { 'bin/sh': { from: '/bin/sh' } };
+  for (const path of libraries) files[path.slice(1)] = { from: realpathSync(path) };
+  return files;
+}
+
+/** A layer's tar, written by tar itself: files by path, each a text or a host file to copy. */
+function tarOf(files: Record<string, string | { from: string }>): Buffer {
   const dir = mkdtempSync(join(scratch, 'layer-'));
-  writeFileSync(join(dir, name), text);
-  must(spawnSync('tar', ['-cf', join(dir, 'layer.tar'), '-C', dir, name]), 'tar -cf');
+  for (const [path, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, 'root', path)), { recursive: true });
+    if (typeof content === 'string') writeFileSync(join(dir, 'root', path), content);
+    else {
+      copyFileSync(content.from, join(dir, 'root', path));
+      chmodSync(join(dir, 'root', path), 0o755);
+    }
+  }
+  must(spawnSync('tar', ['-cf', join(dir, 'layer.tar'), '-C', join(dir, 'root'), ...Object.keys(files)]), 'tar -cf');
   return readFileSync(join(dir, 'layer.tar'));
 }
 
@@ -116,7 +139,11 @@ const index = layout.blob(OCI.index, { schemaVersion: 2, mediaType: OCI.index, m
 const archive = join(scratch, 'image.tar');
 layout.archive(index, archive);
 
+const loadedTag = (platform: string) => `image-archive-test:${platform.replace('/', '-')}-${process.pid}`;
+const loaded: string[] = [];
+
 beforeAll(async () => {
+  requireDockerEngine();
   tool('skopeo');
   tool('docker-registry');
   const port = await freePort();
@@ -131,6 +158,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (loaded.length > 0) spawnSync(DOCKER, ['image', 'rm', '--force', ...loaded]);
   if (registry && registry.exitCode === null) {
     registry.kill('SIGTERM');
     await once(registry, 'exit');
@@ -177,11 +205,67 @@ describe('scripts/release/image-archive.mjs', () => {
     expect(spawnSync('skopeo', ['inspect', '--raw', '--tls-verify=false', `docker://${host}/shop/refused:1.0.0`]).status).not.toBe(0);
   });
 
+  it("load: the engine holds the host platform's image of the archive, config and layers, and runs it", () => {
+    const tag = loadedTag(`linux/${HOST_ARCH}`);
+    loaded.push(tag);
+    const run = script('load', '--archive', archive, '--digest', index.digest, '--platform', `linux/${HOST_ARCH}`, '--tag', tag);
+    expect(run.status, run.stderr).toBe(0);
+    const [inspected] = JSON.parse(must(spawnSync(DOCKER, ['image', 'inspect', tag], { encoding: 'utf8' }), 'docker image inspect')) as Array<{
+      Id: string;
+      Architecture: string;
+    }>;
+    const manifest = HOST_ARCH === 'amd64' ? amd64 : arm64;
+    const config = (JSON.parse(readFileSync(join(layout.dir, 'blobs/sha256', manifest.digest.slice(7)), 'utf8')) as { config: Descriptor }).config;
+    expect(inspected).toMatchObject({ Id: config.digest, Architecture: HOST_ARCH });
+    expect(must(spawnSync(DOCKER, ['run', '--rm', '--network', 'none', tag], { encoding: 'utf8' }), 'docker run')).toBe(`built for linux/${HOST_ARCH}\n`);
+  });
+
+  it('load: another platform of the index is loaded as that platform', () => {
+    const other = HOST_ARCH === 'amd64' ? 'arm64' : 'amd64';
+    const tag = loadedTag(`linux/${other}`);
+    loaded.push(tag);
+    const run = script('load', '--archive', archive, '--digest', index.digest, '--platform', `linux/${other}`, '--tag', tag);
+    expect(run.status, run.stderr).toBe(0);
+    expect(must(spawnSync(DOCKER, ['image', 'inspect', '--format', '{{.Os}}/{{.Architecture}}', tag], { encoding: 'utf8' }), 'inspect').trim()).toBe(
+      `linux/${other}`,
+    );
+  });
+
+  it('load: refuses an archive that is not the one pushed, or a platform it lacks, and loads nothing', () => {
+    const tag = loadedTag('refused');
+    loaded.push(tag);
+    const other = `sha256:${'0'.repeat(64)}`;
+    const wrong = script('load', '--archive', archive, '--digest', other, '--platform', `linux/${HOST_ARCH}`, '--tag', tag);
+    expect(wrong.status).toBe(1);
+    expect(wrong.stderr).toBe(`image-archive: ${archive} holds ${index.digest}, not the ${other} that is pushed: nothing loaded\n`);
+    const absent = script('load', '--archive', archive, '--digest', index.digest, '--platform', 'linux/s390x', '--tag', tag);
+    expect(absent.status).toBe(1);
+    expect(absent.stderr).toBe(`image-archive: ${archive} has no linux/s390x image (it has linux/amd64, linux/arm64)\n`);
+    expect(spawnSync(DOCKER, ['image', 'inspect', tag]).status).not.toBe(0);
+  });
+
+  it('published: nothing before a push, then the digest the registry serves; fails on a registry that does not answer', async () => {
+    const reference = `${host}/shop/rerun:2.0.0`;
+    const before = script('published', '--reference', reference, '--plain-http');
+    expect(before.status, before.stderr).toBe(0);
+    expect(before.stdout).toBe('digest=\n');
+    expect(script('push', '--archive', archive, '--digest', index.digest, '--to', reference, '--plain-http').status).toBe(0);
+    const after = script('published', '--reference', reference, '--plain-http');
+    expect(after.status, after.stderr).toBe(0);
+    expect(after.stdout).toBe(`digest=${index.digest}\n`);
+    const down = script('published', '--reference', `127.0.0.1:${await freePort()}/shop/rerun:2.0.0`, '--plain-http');
+    expect(down.status).toBe(1);
+    expect(down.stderr).toMatch(/^image-archive: cannot tell whether 127\.0\.0\.1:\d+\/shop\/rerun:2\.0\.0 is published: .*connection refused/);
+    expect(down.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
   it.each([
     [['push', '--archive', archive, '--digest', 'sha256:abc', '--to', 'r/x:1'], /--digest must be sha256:<64 hex>/],
     [['push', '--archive', archive, '--digest', `sha256:${'a'.repeat(64)}`], /no --to reference/],
     [['push', '--archive', archive, '--digest', `sha256:${'a'.repeat(64)}`, '--to', 'ghcr.io/Acme/x'], /is not registry\/path:tag/],
     [['publish', '--archive', archive], /unknown command publish/],
+    [['published'], /published needs --reference/],
+    [['load', '--archive', archive, '--digest', `sha256:${'a'.repeat(64)}`], /load needs --platform/],
     [['digest'], /--archive is required/],
   ])('refuses %j in one line', (args, message) => {
     const run = script(...args);

@@ -18,7 +18,11 @@ import { ROOT } from '../support/paths';
 import { VERSION } from '../support/service-process';
 import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from './docker-host';
 
-const IMAGE = 'product-service:test';
+// PRODUCT_SERVICE_IMAGE names an image made elsewhere to test instead of building one (image.yml
+// loads the archive it pushes, release.yml pulls the digest a chart pins), with the version,
+// revision and source it was built with, which its labels must carry.
+const GIVEN = process.env.PRODUCT_SERVICE_IMAGE;
+const IMAGE = GIVEN ?? 'product-service:test';
 // Kubernetes' default terminationGracePeriodSeconds, which the chart keeps.
 const GRACE_SECONDS = 30;
 // What the service may add on top of the Node runtime image: room for the compiled service and its
@@ -135,7 +139,16 @@ interface ImageConfig {
   WorkingDir: string;
 }
 
-const rev = revision();
+function given(name: string): string {
+  const value = process.env[name];
+  if (value === undefined || value === '') throw new Error(`PRODUCT_SERVICE_IMAGE is set: ${name} must say what it was built with`);
+  return value;
+}
+const built =
+  GIVEN === undefined
+    ? { version: VERSION, revision: revision(), source: 'https://github.com/example/product-service' }
+    : { version: given('PRODUCT_SERVICE_IMAGE_VERSION'), revision: given('PRODUCT_SERVICE_IMAGE_REVISION'), source: given('PRODUCT_SERVICE_IMAGE_SOURCE') };
+const rev = built.revision;
 let container: string | undefined;
 let runtimeBase = '';
 
@@ -144,6 +157,11 @@ beforeAll(() => {
   const bases = baseImages();
   // The runtime image's base: the Dockerfile's last.
   runtimeBase = bases.images.at(-1) ?? '';
+  if (GIVEN !== undefined) {
+    docker(['image', 'inspect', GIVEN]);
+    console.log(`testing ${GIVEN} (PRODUCT_SERVICE_IMAGE), not a build of this checkout`);
+    return;
+  }
   const started = performance.now();
   // Host networking: the build's `npm ci` reaches the npm registry only that way on these machines.
   docker([
@@ -153,11 +171,11 @@ beforeAll(() => {
     '--tag',
     IMAGE,
     '--build-arg',
-    `VERSION=${VERSION}`,
+    `VERSION=${built.version}`,
     '--build-arg',
     `REVISION=${rev}`,
     '--build-arg',
-    'SOURCE=https://github.com/example/product-service',
+    `SOURCE=${built.source}`,
     ...bases.buildArgs,
     '.',
   ]);
@@ -222,9 +240,9 @@ describe('image configuration', () => {
     expect(Object.keys(c.ExposedPorts).sort()).toEqual(['8080/tcp', '9464/tcp']);
     expect(c.StopSignal ?? 'SIGTERM').toBe('SIGTERM');
     expect(c.Labels).toMatchObject({
-      'org.opencontainers.image.version': VERSION,
+      'org.opencontainers.image.version': built.version,
       'org.opencontainers.image.revision': rev,
-      'org.opencontainers.image.source': 'https://github.com/example/product-service',
+      'org.opencontainers.image.source': built.source,
     });
   });
 });
