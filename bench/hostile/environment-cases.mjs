@@ -62,7 +62,7 @@ export async function stuckStdout(ctx) {
   ];
 }
 
-/** 8. A collector that accepts connections and never answers, while clients send 15 KB User-Agents. */
+/** 8. A collector that accepts connections and never answers, while clients send 7.5 KB User-Agents (the largest an 8 KiB request head takes). */
 export async function hangingCollector(ctx) {
   // The heap the chart gives its pod: what a hanging collector leaves queued must fit in it.
   const flag = POD_HEAP;
@@ -76,7 +76,7 @@ export async function hangingCollector(ctx) {
     SHUTDOWN_TIMEOUT: '5',
   });
   const probe = startHealthProbe(svc.port);
-  const load = await runWorker('keepalive', { port: svc.port, connections: 8, seconds: 15, userAgentBytes: 15_000 });
+  const load = await runWorker('keepalive', { port: svc.port, connections: 8, seconds: 15, userAgentBytes: 7_500 });
   const h = await probe.stop();
   const sdk = await scrapeSdkCounters(svc.metricsPort);
   const exit = await svc.stop('SIGTERM', 15_000);
@@ -85,7 +85,7 @@ export async function hangingCollector(ctx) {
   const peak = svc.peakRssMb();
   return [
     {
-      sent: `OTLP endpoint that never answers; 15 s \`POST /product\` with 15 KB User-Agents on 8 connections; \`NODE_OPTIONS=${flag}\` (${why}; V8 heap limit ${heapLimitMb.toFixed(0)} MB)`,
+      sent: `OTLP endpoint that never answers; 15 s \`POST /product\` with 7.5 KB User-Agents on 8 connections; \`NODE_OPTIONS=${flag}\` (${why}; V8 heap limit ${heapLimitMb.toFixed(0)} MB)`,
       got: `${load.ok} answered (${statusText(load)}); collector got ${collector.requests.length} exports, ${spans.length} spans, longest user_agent.original ${longest} chars; ${sdk?.dropped ?? '?'} spans dropped (queue full); ${health(h)}; exit ${exit.code ?? exit.signal} in ${(exit.ms / 1000).toFixed(1)} s`,
       failures: [
         ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
