@@ -134,6 +134,16 @@ describe('alert and recording rules rendered from the chart', () => {
     }
   });
 
+  // An alert's static job and namespace labels would pass another release's series off as this
+  // release's: every recorded series an alert reads must be this release's.
+  it("reads only its own release's recorded series", () => {
+    for (const rule of alertsOf(parseRules(renderRules(RELEASE)))) {
+      for (const [read] of rule.expr.matchAll(/\bjob_namespace:[a-z_:0-9]+(\{[^}]*\})?/g)) {
+        expect(read, rule.alert).toMatch(/\{[^}]*job="products-product-service", namespace="shop"/);
+      }
+    }
+  });
+
   it("finds the release's pods through their owners, never by name", () => {
     for (const release of [RELEASE, LONG_RELEASE]) {
       const expr = alertsOf(parseRules(renderRules(release)))
