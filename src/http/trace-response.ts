@@ -2,8 +2,8 @@
  * The id every answer carries, so that a caller can quote the one request it made: W3C Trace
  * Context Level 2's `traceresponse` header (version-traceid-spanid-flags). With spans made (an
  * exporter set), it names the request's server span. Otherwise (no exporter, the chart's default;
- * a probe; a refusal before the span; OTEL_SDK_DISABLED) the trace id is the caller's when its
- * traceparent was read, else random, and the span id random, unsampled. Its trace id is the
+ * a probe; a refusal before the span; OTEL_SDK_DISABLED) the trace id is a trusted proxy's when its
+ * traceparent was read (telemetry.ts drops any other caller's), else random, and the span id random, unsampled. Its trace id is the
  * `trace_id` of the request's log lines and of its problem answer.
  */
 import { randomBytes } from 'node:crypto';
