@@ -10,7 +10,17 @@ import { DASHBOARD, allPanels, loadDashboard, promTargets, type Dashboard, type 
 // queries themselves are run against a real Prometheus in live-prometheus.test.ts.
 const dashboard = loadDashboard();
 const text = readFileSync(DASHBOARD, 'utf8');
+const panels = allPanels(dashboard) as Array<Panel & { description?: string; gridPos: { x: number; y: number; w: number; h: number } }>;
 const variable = (name: string) => dashboard.templating.list.find((v) => v.name === name);
+const titled = (title: string) => panels.find((panel) => panel.title.startsWith(title));
+/** The panels of the row whose title starts with `title`. */
+function inRow(title: string): typeof panels {
+  const start = panels.findIndex((panel) => panel.type === 'row' && panel.title.startsWith(title));
+  const end = panels.findIndex((panel, i) => i > start && panel.type === 'row');
+  return panels.slice(start + 1, end);
+}
+const PROMETHEUS = { type: 'prometheus', uid: '${datasource}' };
+const TEMPO = { type: 'tempo', uid: '${tracing}' };
 const SERVICE = 'job=~"$job", namespace=~"$namespace", pod=~"$pod", instance=~"$instance"';
 const KSM = 'namespace=~"$namespace", pod=~"$pod"';
 const OUR_PODS = `and on (namespace, pod) up{${SERVICE}}`;
@@ -41,16 +51,10 @@ describe('Grafana dashboard', () => {
   it('chooses its data sources through variables', () => {
     expect(variable('datasource')).toMatchObject({ type: 'datasource', query: 'prometheus' });
     expect(variable('tracing')).toMatchObject({ type: 'datasource', query: 'tempo' });
-    const refs = datasourceRefs(dashboard);
-    expect(refs.length).toBeGreaterThan(50);
-    for (const ref of refs) {
-      // The only fixed uid Grafana allows: its built-in annotation source.
-      expect([
-        { type: 'prometheus', uid: '${datasource}' },
-        { type: 'tempo', uid: '${tracing}' },
-        { type: 'grafana', uid: '-- Grafana --' },
-      ]).toContainEqual(ref);
-    }
+    // Every panel names one of them, which its queries inherit; the only fixed uid Grafana allows
+    // is its built-in annotation source.
+    for (const panel of panels.filter((p) => p.type !== 'row')) expect([PROMETHEUS, TEMPO], panel.title).toContainEqual(panel.datasource);
+    for (const ref of datasourceRefs(dashboard)) expect([PROMETHEUS, TEMPO, { type: 'grafana', uid: '-- Grafana --' }]).toContainEqual(ref);
   });
 
   it('has job, namespace, pod and instance variables read from the service metrics; one job and one namespace at a time', () => {
@@ -123,38 +127,29 @@ describe('Grafana dashboard', () => {
   });
 
   it('searches slow traces of the selected namespace only', () => {
-    const table = allPanels(dashboard).find((panel) => panel.title.startsWith('Slow POST /product requests'));
-    const query = (table?.targets?.[0] as { query?: string } | undefined)?.query ?? '';
-    expect(query).toContain('resource.k8s.namespace.name = "$namespace"');
+    expect(titled('Slow POST /product requests')?.targets?.[0]?.query).toContain('resource.k8s.namespace.name = "$namespace"');
   });
 
   it('says on every panel what it measures', () => {
-    for (const panel of allPanels(dashboard).filter((p) => p.type !== 'row')) {
-      expect((panel as Panel & { description?: string }).description ?? '', panel.title).toMatch(/^.{60,}$/s);
-    }
+    for (const panel of panels.filter((p) => p.type !== 'row')) expect(panel.description ?? '', panel.title).toMatch(/^.{60,}$/s);
   });
 
-  const described = (title: string): string => {
-    const panel: (Panel & { description?: string }) | undefined = allPanels(dashboard).find((p) => p.title.startsWith(title));
-    return panel?.description ?? '';
-  };
-
   it('names every reason the service counts a refusal under', () => {
-    for (const reason of REFUSAL_REASONS) expect(described('Refused before the application'), reason).toContain(reason);
+    for (const reason of REFUSAL_REASONS) expect(titled('Refused before the application')?.description, reason).toContain(reason);
   });
 
   it('shows the time requests queued before Node read them, as a trusted proxy reports it', () => {
     const queued = targets.filter(({ expr }) => expr.includes('product_service_http_request_queue_seconds_bucket'));
     expect(queued.map(({ expr }) => /^histogram_quantile\((0\.\d+),/.exec(expr)?.[1])).toEqual(['0.5', '0.99']);
     expect(new Set(queued.map(({ panel }) => panel.title)).size).toBe(1);
-    expect(described(queued[0]?.panel.title ?? '-')).toContain('X-Request-Start');
+    expect(titled(queued[0]?.panel.title ?? '-')?.description).toContain('X-Request-Start');
   });
 
   it('marks deploys and firing alerts of the selected job and namespace', () => {
     const annotations = (dashboard as Dashboard & { annotations: { list: Array<{ name: string; expr?: string; datasource: unknown }> } }).annotations.list;
     expect(annotations.map((annotation) => annotation.name)).toEqual(['Annotations & Alerts', 'Deploys', 'Alerts firing', 'Faults injected']);
     for (const annotation of annotations.slice(1)) {
-      expect(annotation.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
+      expect(annotation.datasource).toEqual(PROMETHEUS);
       checkQuery(annotation.expr ?? '', JOB_NAMESPACE);
     }
     // `config` is the chart's checksum of the pod's variables: a values-only release is a deploy too.
@@ -168,14 +163,7 @@ describe('Grafana dashboard', () => {
   });
 
   it('shows the game-day faults first, red while any is set', () => {
-    const overview = dashboard.panels.slice(
-      1,
-      dashboard.panels.findIndex((panel, i) => i > 0 && panel.type === 'row'),
-    );
-    const faults = overview[0] as Panel & {
-      gridPos: { x: number; y: number };
-      fieldConfig: { defaults: { thresholds: { steps: Array<{ color: string; value: number | null }> } } };
-    };
+    const faults = inRow('Overview')[0] as (typeof panels)[number] & { fieldConfig: { defaults: { thresholds: { steps: Array<{ color: string }> } } } };
     expect(faults.title).toMatch(/^Faults injected/);
     expect(faults.gridPos).toMatchObject({ x: 0, y: 1 });
     expect(faults.targets?.map((target) => target.expr)).toEqual([
@@ -186,10 +174,7 @@ describe('Grafana dashboard', () => {
   });
 
   it('shows exemplars on the latency panels and links them to the trace panel on the tracing variable', () => {
-    // The panels of the Latency row.
-    const start = dashboard.panels.findIndex((panel) => panel.type === 'row' && panel.title.startsWith('Latency'));
-    const end = dashboard.panels.findIndex((panel, i) => i > start && panel.type === 'row');
-    const latency = dashboard.panels.slice(start + 1, end);
+    const latency = inRow('Latency');
     expect(latency.length).toBeGreaterThanOrEqual(4);
     for (const panel of latency) {
       expect(
@@ -203,13 +188,12 @@ describe('Grafana dashboard', () => {
       // This dashboard, whatever uid the chart gives it in a release.
       expect(link, panel.title).toContain('"url":"/d/${__dashboard.uid}?');
     }
-    const traces = allPanels(dashboard).find((panel) => panel.type === 'traces');
-    expect(traces?.datasource).toEqual({ type: 'tempo', uid: '${tracing}' });
+    const traces = panels.find((panel) => panel.type === 'traces');
+    expect(traces?.datasource).toEqual(TEMPO);
     expect(traces?.targets?.[0]?.query).toBe('${trace_id}');
   });
 
   it('lays panels out without overlap and with unique ids', () => {
-    const panels = allPanels(dashboard) as Array<Panel & { gridPos: { x: number; y: number; w: number; h: number } }>;
     expect(new Set(panels.map((panel) => panel.id)).size).toBe(panels.length);
     for (const [i, a] of panels.entries()) {
       expect(a.gridPos.x + a.gridPos.w, a.title).toBeLessThanOrEqual(24);
