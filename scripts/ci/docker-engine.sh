@@ -17,22 +17,6 @@ set -euo pipefail
 DOCKER=/usr/bin/docker
 LOG=${DOCKERD_LOG:-/var/log/dockerd-ci.log}
 
-# Wait for any other apt/dpkg run (e.g. a provisioning step installing packages in the
-# background) instead of failing on the dpkg lock.
-wait_for_dpkg() {
-  local i
-  for i in $(seq 1 600); do
-    if ! fuser /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock \
-      >/dev/null 2>&1 && ! pgrep -x 'apt-get|apt|dpkg' >/dev/null; then
-      return 0
-    fi
-    [ "$i" = 1 ] && echo "docker-engine: waiting for another apt/dpkg run to finish..." >&2
-    sleep 1
-  done
-  echo "docker-engine: apt/dpkg still busy after 10 minutes" >&2
-  return 1
-}
-
 # An engine that answers already: nothing to do (and no lock to wait for).
 if [ -x "$DOCKER" ] && "$DOCKER" info >/dev/null 2>&1; then
   echo "docker-engine: ready ($("$DOCKER" version --format 'server {{.Server.Version}}'), storage $("$DOCKER" info --format '{{.Driver}}'))" >&2
@@ -45,11 +29,7 @@ flock 9
 
 if [ ! -x /usr/sbin/dockerd ] || [ ! -x "$DOCKER" ]; then
   echo "docker-engine: installing Debian docker.io" >&2
-  wait_for_dpkg
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  wait_for_dpkg
-  apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+  sh "$(dirname "$0")/apt-install.sh" docker.io >/dev/null
 fi
 
 if ! "$DOCKER" info >/dev/null 2>&1; then

@@ -9,12 +9,6 @@ if command -v docker-compose >/dev/null 2>&1; then
   echo "docker-compose already installed: $(docker-compose version --short 2>/dev/null || echo present)"
   exit 0
 fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-docker-compose.sh needs root (apt-get)." >&2
-  exit 1
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get -o DPkg::Lock::Timeout=600 update -q
-# --no-install-recommends: the Compose client only, not the Docker engine it recommends.
-apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends docker-compose
+# apt-install.sh installs no recommends: the Compose client only, not the Docker engine it recommends.
+sh "$(dirname "$0")/apt-install.sh" docker-compose
 docker-compose version --short

@@ -36,15 +36,12 @@ const isRecord = (value: unknown): value is Record<string, unknown> => typeof va
 
 /** The JSON object lines of a container's stdout (`docker logs`); other lines are left out. */
 export function jsonLines(stdout: string): Array<Record<string, unknown>> {
-  const lines: Array<Record<string, unknown>> = [];
-  for (const line of stdout.split('\n')) {
-    let parsed: unknown;
+  return stdout.split('\n').flatMap((line) => {
     try {
-      parsed = JSON.parse(line);
+      const parsed: unknown = JSON.parse(line);
+      return isRecord(parsed) ? [parsed] : [];
     } catch {
-      continue;
+      return [];
     }
-    if (isRecord(parsed)) lines.push(parsed);
-  }
-  return lines;
+  });
 }
