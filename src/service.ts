@@ -16,10 +16,7 @@ import { packageInfo, type ServiceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
 
 export interface ServiceDependencies {
-  config: Pick<
-    Config,
-    'port' | 'metricsPort' | 'host' | 'bodyLimit' | 'maxConnections' | 'traceQueryParams' | 'trustedProxies' | 'faultErrorRatio' | 'faultDelayMs'
-  >;
+  config: Config;
   logger: Logger;
   metrics: Metrics;
   issueProductId?: RouteDependencies['issueProductId'];
@@ -35,16 +32,11 @@ export interface Service {
 
 export function createService(deps: ServiceDependencies): Service {
   const { config, logger, metrics } = deps;
-  const router = createRouter({
-    bodyLimit: config.bodyLimit,
-    onProductIdIssued: () => metrics.countProductIdIssued(),
-    issueProductId: deps.issueProductId,
-    faults: config,
-  });
+  const router = createRouter({ config, metrics, issueProductId: deps.issueProductId });
   const handleRequest = createApp({ router, logger, metrics }).callback();
   const apiServer = createHttpServer(
     (req, res) => void handleRequest(req, res),
-    { logger, metrics, maxConnections: config.maxConnections, onRequest: (req) => metrics.requestReceived(req) },
+    { logger, metrics, maxConnections: config.maxConnections },
     deps.serverOptions,
   );
   const metricsServer = createMetricsServer(metrics, logger, deps.serverOptions);

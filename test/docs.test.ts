@@ -1,13 +1,13 @@
-// Runs: remark over the repository's Markdown; src in-process for the metrics (no build needed).
+// Runs: remark over the repository's Markdown; src's metrics registry (no build needed).
 //
 // The documentation agrees with the repository: every relative link and anchor resolves, the
-// README keeps its two set-up commands, and the metrics table of docs/observability.md lists
-// exactly the metrics the service exposes.
+// README keeps its two set-up commands, and docs/observability.md names no metric the service does
+// not expose (what each one counts is its HELP text, beside it in src/observability/metrics.ts).
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { startInProcess } from './support/in-process';
+import { createMetrics } from '../src/observability/metrics';
 import { ROOT } from './support/paths';
 
 describe('the Markdown', () => {
@@ -28,20 +28,15 @@ describe('the Markdown', () => {
 });
 
 describe('docs/observability.md', () => {
-  it('lists every metric the service exposes, and none it does not', async () => {
+  it('names, in its Metrics section, only metrics, labels and label values the service exposes', async () => {
     const page = readFileSync(join(ROOT, 'docs', 'observability.md'), 'utf8');
     const metricsSection = page.slice(page.indexOf('## Metrics'), page.indexOf('\n## ', page.indexOf('## Metrics') + 1));
-    const documented = [...metricsSection.matchAll(/^\| `([a-z_*]+)`/gm)].map((match) => match[1] ?? '');
-    const service = await startInProcess();
-    try {
-      const exposition = await (await fetch(service.metricsUrl)).text();
-      const exposed = [...exposition.matchAll(/^# TYPE (\S+) /gm)].map((match) => match[1] ?? '');
-      // Process metrics (prom-client's defaults) are one row, `process_*`, `nodejs_*`; the in-process service has none.
-      const named = documented.filter((name) => !name.endsWith('*'));
-      expect(exposed.filter((name) => !named.includes(name)).sort(), 'exposed but not in the table').toEqual([]);
-      expect(named.filter((name) => !exposed.includes(name)).sort(), 'in the table but not exposed').toEqual([]);
-    } finally {
-      await service.close();
-    }
+    const named = [...new Set([...metricsSection.matchAll(/`([a-z]+_[a-z0-9_]+)[`{]/g)].map((match) => match[1] ?? ''))];
+    expect(named.length).toBeGreaterThan(10);
+    // Process metrics on, and a request observed with a trace id (its exemplar), so that every name can appear.
+    const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test', config: 'test' }, processMetrics: true });
+    metrics.observeRequest('POST', '/product', 201, 0.001, '4bf92f3577b34da6a3ce929d0e0e4736');
+    const { body } = await metrics.render('application/openmetrics-text');
+    expect(named.filter((name) => !new RegExp(`\\b${name}\\b`).test(body))).toEqual([]);
   });
 });

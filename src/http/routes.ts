@@ -2,16 +2,18 @@ import { randomInt } from 'node:crypto';
 import { METHODS, type IncomingMessage } from 'node:http';
 import Router from '@koa/router';
 import { trace } from '@opentelemetry/api';
-import { faultInjector, type Faults } from './faults';
+import type { Config } from '../config';
+import type { Metrics } from '../observability/metrics';
+import { faultInjector } from './faults';
 import { requestTarget } from './request-target';
 import { drainRequestBody } from './request-body';
 
+/** The slices of the service's config and metrics the routes use: one more is a name in a Pick, no wiring. */
 export interface RouteDependencies {
-  bodyLimit: number;
-  onProductIdIssued: () => void;
+  config: Pick<Config, 'bodyLimit' | 'faultErrorRatio' | 'faultDelayMs'>;
+  metrics: Pick<Metrics, 'countProductIdIssued'>;
   /** Tests replace it to provoke failures. */
   issueProductId?: () => number;
-  faults?: Faults;
 }
 
 const HEALTH = '/health';
@@ -26,20 +28,19 @@ export const PRODUCT_ID_MAX = 2_147_483_646;
 /** randomInt's upper bound is exclusive. */
 export const randomProductId = (): number => randomInt(PRODUCT_ID_MIN, PRODUCT_ID_MAX + 1);
 
-export function createRouter(deps: RouteDependencies): Router {
-  const issueProductId = deps.issueProductId ?? randomProductId;
-  const injectFault = faultInjector(deps.faults);
+export function createRouter({ config, metrics, issueProductId = randomProductId }: RouteDependencies): Router {
+  const injectFault = faultInjector(config);
   // Every method Node's parser accepts is "implemented", so a known path with another method
   // gets 405 with Allow (from allowedMethods), never 501.
   const router = new Router({ methods: [...METHODS] });
 
   router.post('/product', async (ctx) => {
     // An id is issued only for a request fully received on a connection that can still carry the answer.
-    await drainRequestBody(ctx.req, ctx.res, deps.bodyLimit);
+    await drainRequestBody(ctx.req, ctx.res, config.bodyLimit);
     if (injectFault !== undefined) await injectFault(ctx.req, ctx.res);
     const productId = issueProductId();
     trace.getActiveSpan()?.setAttribute('product.id', productId);
-    deps.onProductIdIssued();
+    metrics.countProductIdIssued();
     ctx.status = 201;
     ctx.set('Content-Type', 'application/json; charset=utf-8');
     ctx.body = `{"product_id":${productId}}`;

@@ -33,8 +33,7 @@ export interface ServerOptions {
 export interface ServerDependencies {
   logger: Logger;
   maxConnections: number;
-  metrics?: Pick<Metrics, 'countRefusedRequest'>;
-  onRequest?: (req: IncomingMessage) => void;
+  metrics?: Pick<Metrics, 'countRefusedRequest' | 'requestReceived'>;
 }
 
 /** Both ports' HTTP/1.1 server; `listener` gets the requests that pass. */
@@ -52,7 +51,7 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
   const connections = guardConnections(server, { logger: deps.logger, metrics: deps.metrics, lingeringClose: options.lingeringClose });
 
   function serve(req: IncomingMessage, res: ServerResponse): void {
-    deps.onRequest?.(req);
+    deps.metrics?.requestReceived(req);
     // Requests Node still parses from a connection that is closing cannot be answered: not served.
     if (!canAnswerOn(req.socket)) return;
     if (!connections.admit(req)) return;

@@ -86,7 +86,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   new Gauge({
     name: 'product_service_build_info',
-    help: 'Always 1; the labels say which build is running.',
+    help: 'Always 1; the labels say which build is running: version (package.json), revision (BUILD_REVISION), config (CONFIG_REVISION), nodejs_version.',
     labelNames: ['version', 'revision', 'config', 'nodejs_version'] as const,
     registers: [registry],
   }).set({ version: options.service.version, revision: options.service.revision, config: options.service.config, nodejs_version: process.version }, 1);
