@@ -13,6 +13,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RESULTS, ROOT, configurations, pinToLoadCore, startSink, startServer, closedLoad, checkResponses, cpuMicros } from './lib.mjs';
+import { header, row } from './render.mjs';
 
 const { values: args } = parseArgs({ options: { config: { type: 'string', default: 'service-full' }, duration: { type: 'string', default: '10' } } });
 const [WARMUP, CONNECTIONS, TOP] = [3, 50, 25];
@@ -132,37 +133,25 @@ function summarise(profile, top, windowUs) {
 }
 
 function markdown(s, meta) {
-  const rows = (items) => items.map((r) => `| ${r.name.replace(/\|/g, '\\|')} | ${r.ms.toFixed(0)} | ${r.pct.toFixed(1)} |`).join('\n');
-  return `# CPU profile: ${meta.config}
-
-${meta.date}, Node ${process.version}. ${meta.detail}
-Busy (non-idle) time ${s.busyMs.toFixed(0)} ms of ${s.totalMs.toFixed(0)} ms sampled (idle ${s.idlePct.toFixed(1)} %). Percentages are of busy time.
-Profile: \`${meta.file}\`.
-
-## Self time by module (native frames charged to their JavaScript caller's module)
-
-| module | ms | % |
-|---|---|---|
-${rows(s.modules)}
-
-## Inclusive time by package (time anywhere below the package's frames)
-
-| package | ms | % |
-|---|---|---|
-${rows(s.inclusive)}
-
-## Inclusive time by function (JavaScript frames)
-
-| function module:line | ms | % |
-|---|---|---|
-${rows(s.inclusiveFunctions)}
-
-## Self time by function
-
-| function module:line | ms | % |
-|---|---|---|
-${rows(s.functions)}
-`;
+  const table = (title, what, items) => [
+    `## ${title}`,
+    '',
+    ...header([what, 'ms', '%']),
+    ...items.map((r) => row([r.name.replace(/\|/g, '\\|'), r.ms.toFixed(0), r.pct.toFixed(1)])),
+    '',
+  ];
+  return [
+    `# CPU profile: ${meta.config}`,
+    '',
+    `${meta.date}, Node ${process.version}. ${meta.detail}`,
+    `Busy (non-idle) time ${s.busyMs.toFixed(0)} ms of ${s.totalMs.toFixed(0)} ms sampled (idle ${s.idlePct.toFixed(1)} %). Percentages are of busy time.`,
+    `Profile: \`${meta.file}\`.`,
+    '',
+    ...table("Self time by module (native frames charged to their JavaScript caller's module)", 'module', s.modules),
+    ...table("Inclusive time by package (time anywhere below the package's frames)", 'package', s.inclusive),
+    ...table('Inclusive time by function (JavaScript frames)', 'function module:line', s.inclusiveFunctions),
+    ...table('Self time by function', 'function module:line', s.functions),
+  ].join('\n');
 }
 
 const r = await record();
