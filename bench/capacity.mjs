@@ -67,27 +67,26 @@ const BUILD_COMMAND =
 // The search. Rates scale with the CPUs: at ~250 µs of CPU per traced request near saturation (more
 // at low rates) the service carries a few thousand requests/s per CPU, so 1000/CPU starts below
 // capacity and ×1.25 gets there in a handful of steps; ×1.08 then narrows the last interval to 8 %.
-const START_RATE_PER_CPU = smoke ? 200 : 1000;
-const GROWTH = 1.25;
-const REFINE = 1.08;
-/** Achieved/target below this: the load was not carried (the generator queued what it could not send). */
-const MIN_ACHIEVED = 0.97;
-/** A bound on the steps of one ramp, so that a load that never fails cannot run forever. */
-const MAX_STEPS = smoke ? 3 : 40;
-/**
- * Warm-up at a low rate (an eighth to a fifth of what a CPU carries). A traced process stalls for up
- * to ~100 ms a few times in its first seconds (JIT, first span exports, lazy requires), which would
- * otherwise fail the first step.
- */
-const WARMUP_RATE_PER_CPU = smoke ? 100 : 500;
-const WARMUP_SECONDS = smoke ? 2 : 10;
+const SEARCH = {
+  startRatePerCpu: smoke ? 200 : 1000,
+  growth: 1.25,
+  refine: 1.08,
+  // Achieved/target below this: the load was not carried (the generator queued what it could not send).
+  minAchieved: 0.97,
+  // A bound on the steps of one ramp, so that a load that never fails cannot run forever.
+  maxSteps: smoke ? 3 : 40,
+  // Warm-up at a low rate (an eighth to a fifth of what a CPU carries): a traced process stalls for
+  // up to ~100 ms a few times in its first seconds (JIT, first span exports, lazy requires).
+  warmupRatePerCpu: smoke ? 100 : 500,
+  warmupSeconds: smoke ? 2 : 10,
+  // Idle after the warm-up: metric collection, GC and span timers cost CPU that counts against the request.
+  idleSeconds: smoke ? 1 : 5,
+};
 /**
  * Under a fraction of a CPU the same one-time work (JIT, first exports) takes that much longer in
  * wall time, and the warm-up's low rate sends fewer requests: up to 3× longer there.
  */
-const warmupSeconds = (cpus) => Math.round(WARMUP_SECONDS * Math.min(3, 1 / Math.min(1, cpus)));
-/** Idle after the warm-up: metric collection, GC and span timers cost CPU that counts against the request. */
-const IDLE_SECONDS = smoke ? 1 : 5;
+const warmupSeconds = (cpus) => Math.round(SEARCH.warmupSeconds * Math.min(3, 1 / Math.min(1, cpus)));
 /** After each step: the span batch processor's schedule (1 s) passes, so the step's spans reach the sink. */
 const PAUSE_SECONDS = 2;
 /** The HPA should reach its target this far below the capacity at the request (time to schedule and start pods). */
@@ -449,7 +448,7 @@ async function runStep(c, chart, cpus, sink, rate, seconds, prev, judged) {
   const why = [];
   if (!(step.p99Ms < thresholdMs)) why.push(`p99 ${f(step.p99Ms, 1)} ms ≥ ${thresholdMs} ms`);
   if (step.errors > 0 || step.non2xx > 0) why.push(`${step.errors} unanswered, ${step.non2xx} non-2xx`);
-  if (!(step.rps >= MIN_ACHIEVED * rate)) why.push(`${f(step.rps, 0)} req/s achieved`);
+  if (!(step.rps >= SEARCH.minAchieved * rate)) why.push(`${f(step.rps, 0)} req/s achieved`);
   if (!state.running) why.push(state.oomKilled ? 'OOM-killed' : `container exited (${state.exitCode})`);
   if (!(max(samples) < chart.memoryLimitBytes)) why.push('memory at the limit');
   if (step.spansDropped === null) why.push('/metrics did not answer');
@@ -463,10 +462,10 @@ async function runStep(c, chart, cpus, sink, rate, seconds, prev, judged) {
 }
 
 /**
- * One ramp on a fresh container: warm-up, idle, then steps rising ×GROWTH until one fails (falling
- * ÷GROWTH instead if the first fails), then ×REFINE steps from the last pass towards that failure.
+ * One ramp on a fresh container: warm-up, idle, then steps rising ×SEARCH.growth until one fails (falling
+ * ÷SEARCH.growth instead if the first fails), then ×SEARCH.refine steps from the last pass towards that failure.
  * The capacity is the highest passing rate; `bounded` is false when no step failed (the smoke, or
- * MAX_STEPS reached), so the capacity is only a lower bound.
+ * SEARCH.maxSteps reached), so the capacity is only a lower bound.
  */
 async function runRamp(chart, setting, sink, index) {
   const { cpus } = setting;
@@ -480,35 +479,39 @@ async function runRamp(chart, setting, sink, index) {
     const prev = { spans: 0, sdk: await scrapeSdkCounters(c.metricsPort) };
     const step = (rate, seconds = opts.step, judged = true) => runStep(c, chart, cpus, sink, rate, seconds, prev, judged);
     console.error(`  docker run ${f(c.dockerRunMs, 0)} ms, then /health 200 after ${f(c.startupMs, 0)} ms (counters: ${c.counters.source})`);
-    ramp.warmup = await step(Math.max(1, Math.round(WARMUP_RATE_PER_CPU * cpus)), warmupSeconds(cpus), false);
+    ramp.warmup = await step(Math.max(1, Math.round(SEARCH.warmupRatePerCpu * cpus)), warmupSeconds(cpus), false);
     const idle0 = await c.counters.read();
-    await sleep(IDLE_SECONDS * 1000);
+    await sleep(SEARCH.idleSeconds * 1000);
     const idle1 = await c.counters.read();
-    ramp.idle = { seconds: IDLE_SECONDS, millicores: (idle1.cpuUs - idle0.cpuUs) / (IDLE_SECONDS * 1000), workingSetMb: idle1.workingSetBytes / MiB };
+    ramp.idle = {
+      seconds: SEARCH.idleSeconds,
+      millicores: (idle1.cpuUs - idle0.cpuUs) / (SEARCH.idleSeconds * 1000),
+      workingSetMb: idle1.workingSetBytes / MiB,
+    };
     console.error(`  idle: ${f(ramp.idle.millicores, 1)} millicores, ${f(ramp.idle.workingSetMb, 0)} MiB`);
 
     const alive = () => ramp.steps.at(-1)?.running !== false;
     let passed; // the highest passing rate
     let failed; // the lowest failing rate of the coarse search
-    let rate = Math.max(1, Math.round(START_RATE_PER_CPU * cpus));
-    while (ramp.steps.length < MAX_STEPS && alive() && rate >= 1) {
+    let rate = Math.max(1, Math.round(SEARCH.startRatePerCpu * cpus));
+    while (ramp.steps.length < SEARCH.maxSteps && alive() && rate >= 1) {
       const s = await step(rate);
       ramp.steps.push(s);
       if (s.pass) {
         passed = rate;
         if (failed !== undefined) break;
-        rate = Math.max(rate + 1, Math.round(rate * GROWTH));
+        rate = Math.max(rate + 1, Math.round(rate * SEARCH.growth));
       } else {
         failed = rate;
         if (passed !== undefined) break;
-        rate = Math.floor(rate / GROWTH);
+        rate = Math.floor(rate / SEARCH.growth);
       }
     }
     // Kept apart from `rate` and `passed`, which the refinement moves.
     const coarseFail = failed;
     if (coarseFail !== undefined && passed !== undefined) {
-      const next = (r) => Math.max(r + 1, Math.round(r * REFINE));
-      for (let r = next(passed); r < coarseFail && ramp.steps.length < MAX_STEPS && alive(); r = next(r)) {
+      const next = (r) => Math.max(r + 1, Math.round(r * SEARCH.refine));
+      for (let r = next(passed); r < coarseFail && ramp.steps.length < SEARCH.maxSteps && alive(); r = next(r)) {
         const s = await step(r);
         ramp.steps.push(s);
         if (!s.pass) break;
@@ -780,17 +783,7 @@ async function main() {
           env: Object.fromEntries(env),
           envLeftOut: leftOut,
           dockerRun: ['run', '-d', ...dockerFlags(chart, '<CPUs>'), '--env', 'NAME=VALUE...', opts.image].join(' '),
-          search: {
-            startRatePerCpu: START_RATE_PER_CPU,
-            growth: GROWTH,
-            refine: REFINE,
-            warmupRatePerCpu: WARMUP_RATE_PER_CPU,
-            warmupSeconds: WARMUP_SECONDS,
-            warmupSecondsByCpus: Object.fromEntries(settings.map(({ cpus }) => [cpus, warmupSeconds(cpus)])),
-            idleSeconds: IDLE_SECONDS,
-            minAchieved: MIN_ACHIEVED,
-            maxSteps: MAX_STEPS,
-          },
+          search: SEARCH,
           out: path.relative(ROOT, opts.out),
         },
         ramps,

@@ -87,8 +87,8 @@ async function main() {
     console.error(`round ${round}/${rounds}: ${line.join('  ')} ms`);
   }
 
-  const plain = samples['plain-http'] ? median(samples['plain-http'].map((s) => s.startupMs)) : NaN;
-  const plainCpu = samples['plain-http'] ? median(samples['plain-http'].map((s) => s.cpuMs)) : NaN;
+  const plain = median((samples['plain-http'] ?? []).map((s) => s.startupMs));
+  const plainCpu = median((samples['plain-http'] ?? []).map((s) => s.cpuMs));
   const f = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : '–');
   const rows = [
     `Start-up (spawn → first 200 on /health), ${rounds} interleaved rounds, Node ${process.version}, ${PIN ? 'server on core 0, harness on core 1' : 'unpinned'}:`,
