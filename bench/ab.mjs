@@ -4,8 +4,10 @@
 // (bench/results/*.tmp copies, or another checkout built with `npm run build`); the first is the
 // one the others are divided by, round by round.
 //
-//   sh scripts/node.sh bench/ab.mjs --builds base=/path/to/old,new=. [--rounds 7] [--duration 4]
-//       [--warmup 2] [--configs default,otlp]
+//   sh scripts/node.sh bench/ab.mjs --builds base=/path/to/old,new=. [--rounds 7]
+//
+// (bench/run.mjs --against compares two builds in its own configurations, tracing off and every
+// request traced; this one compares any number of builds in the chart's default configuration.)
 import { parseArgs } from 'node:util';
 import { SERVICE, checkResponses, closedLoad, cpuMicros, median, pinToLoadCore, startServer, startSink } from './lib.mjs';
 
@@ -13,15 +15,12 @@ const { values: args } = parseArgs({
   options: {
     builds: { type: 'string' },
     rounds: { type: 'string', default: '7' },
-    duration: { type: 'string', default: '4' },
-    warmup: { type: 'string', default: '2' },
-    configs: { type: 'string', default: 'default,otlp' },
   },
 });
 if (!args.builds) throw new Error('--builds name=dir,name=dir is required');
 const builds = Object.fromEntries(args.builds.split(',').map((entry) => entry.split('=')));
 const names = Object.keys(builds);
-const configs = args.configs.split(',');
+const configs = ['default', 'otlp'];
 
 pinToLoadCore();
 const sink = await startSink();
@@ -37,9 +36,9 @@ try {
       for (const name of round % 2 === 0 ? names : [...names].reverse()) {
         const server = await startServer(`ab-${name}-${config}`, { args: SERVICE, cwd: builds[name], env: envs[config] });
         await checkResponses(name, server.port);
-        await closedLoad(server.port, Number(args.warmup), 50);
+        await closedLoad(server.port, 2, 50);
         const before = cpuMicros(server.pid);
-        const load = await closedLoad(server.port, Number(args.duration), 50);
+        const load = await closedLoad(server.port, 4, 50);
         const us = (cpuMicros(server.pid) - before) / load.requests;
         const exit = await server.stop();
         if (exit.code !== 0) throw new Error(`${name} ${config} exited ${JSON.stringify(exit)}`);

@@ -1,26 +1,9 @@
-// What one pod carries: the image run as the Helm chart runs it, under an open-loop load that rises
-// in steps, until p99 crosses the latency alert's threshold. See bench/README.md, "What one pod
-// carries", for what it runs and why.
-//
-//   sh scripts/node.sh bench/capacity.mjs [--image product-service:capacity] [--cpus 1,request]
-//       [--ramps 3] [--step 8] [--values FILE] [--smoke] [--out DIR] [--render bench/results/capacity.json]
-//
-// --cpus    CPU settings, each a number of CPUs (at most 1) or `request`: the chart's
-//           resources.requests.cpu, applied as a CFS quota (docker --cpus)
-// --ramps   independent ramps per setting, each on a fresh container; the table gives the median
-// --step    seconds per load step
-// --values  an extra values file for the chart (helm template -f), to try a changed chart
-// --smoke   one short ramp at 1 CPU and low rates, to prove the machinery (CI); asserts no timing,
-//           writes bench/results/capacity-smoke.tmp/ and never docs/performance.md
-// --render  the Markdown again from a capacity.json, with the chart's current values (its request,
-//           the HPA target), without measuring
-// CAPACITY_COUNTERS=docker-api in the environment reads the container's CPU and memory from the
-// Docker Engine API instead of /sys/fs/cgroup (found automatically when the files are not there).
-//
-// The image is built by the Dockerfile alone (no `npm run build` needed), see BUILD_COMMAND below.
+// What one pod carries (`npm run bench:capacity`): the image run as the Helm chart runs it, under an
+// open-loop load that rises in steps until p99 crosses the latency alert's threshold. What it runs,
+// why, and its options: bench/README.md, "What one pod carries". The image is built by the
+// Dockerfile alone (no `npm run build` needed), see BUILD_COMMAND below.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -43,12 +26,12 @@ import {
   scrapeSdkCounters,
   startSink,
   waitHealthy,
+  endRun,
+  note,
+  problems,
 } from './lib.mjs';
 import { writeBlock } from './markdown-block.mjs';
 import { f } from './render.mjs';
-
-// ---------------------------------------------------------------------------------------------
-// Options
 
 const { values: args } = parseArgs({
   options: {
@@ -58,20 +41,9 @@ const { values: args } = parseArgs({
     step: { type: 'string' },
     values: { type: 'string' },
     smoke: { type: 'boolean' },
-    out: { type: 'string' },
     render: { type: 'string' },
-    help: { type: 'boolean' },
   },
 });
-
-if (args.help) {
-  const usage = fs
-    .readFileSync(new URL(import.meta.url), 'utf8')
-    .split('\n')
-    .slice(4, 18);
-  console.log(usage.map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
-  process.exit(0);
-}
 
 const smoke = Boolean(args.smoke);
 const opts = {
@@ -82,7 +54,7 @@ const opts = {
   ramps: smoke ? 1 : Number(args.ramps ?? 3),
   step: Number(args.step ?? (smoke ? 2 : 8)),
   values: args.values ? path.resolve(args.values) : undefined,
-  out: args.out ? path.resolve(ROOT, args.out) : smoke ? path.join(RESULTS, 'capacity-smoke.tmp') : RESULTS,
+  out: smoke ? path.join(RESULTS, 'capacity-smoke.tmp') : RESULTS,
 };
 
 /** Debian's docker.io client where present: it drives the engine's BuildKit, the /usr/local/bin 28.x client cannot (scripts/ci/docker-engine.sh). */
@@ -92,41 +64,33 @@ const CHART = path.join(ROOT, 'helm/product-service');
 const BUILD_COMMAND =
   "DOCKER_BUILDKIT=1 docker build --network host -t product-service:capacity $(sh scripts/node.sh scripts/ci/dockerfile-bases.mjs --build-args | sed 's/^/--build-arg /') .";
 
-/** The block of the performance page that a full run rewrites. */
-const PERFORMANCE_PAGE = path.join(ROOT, 'docs', 'performance.md');
-const PERFORMANCE_BLOCK = 'bench:capacity';
-
 // The search. Rates scale with the CPUs: at ~250 µs of CPU per traced request near saturation (more
 // at low rates) the service carries a few thousand requests/s per CPU, so 1000/CPU starts below
 // capacity and ×1.25 gets there in a handful of steps; ×1.08 then narrows the last interval to 8 %.
-const START_RATE_PER_CPU = smoke ? 200 : 1000;
-const GROWTH = 1.25;
-const REFINE = 1.08;
-/** Achieved/target below this: the load was not carried (the generator queued what it could not send). */
-const MIN_ACHIEVED = 0.97;
-/** A bound on the steps of one ramp, so that a load that never fails cannot run forever. */
-const MAX_STEPS = smoke ? 3 : 40;
-/**
- * Warm-up at a low rate (an eighth to a fifth of what a CPU carries). A traced process stalls for up
- * to ~100 ms a few times in its first seconds (JIT, first span exports, lazy requires), which would
- * otherwise fail the first step.
- */
-const WARMUP_RATE_PER_CPU = smoke ? 100 : 500;
-const WARMUP_SECONDS = smoke ? 2 : 10;
+const SEARCH = {
+  startRatePerCpu: smoke ? 200 : 1000,
+  growth: 1.25,
+  refine: 1.08,
+  // Achieved/target below this: the load was not carried (the generator queued what it could not send).
+  minAchieved: 0.97,
+  // A bound on the steps of one ramp, so that a load that never fails cannot run forever.
+  maxSteps: smoke ? 3 : 40,
+  // Warm-up at a low rate (an eighth to a fifth of what a CPU carries): a traced process stalls for
+  // up to ~100 ms a few times in its first seconds (JIT, first span exports, lazy requires).
+  warmupRatePerCpu: smoke ? 100 : 500,
+  warmupSeconds: smoke ? 2 : 10,
+  // Idle after the warm-up: metric collection, GC and span timers cost CPU that counts against the request.
+  idleSeconds: smoke ? 1 : 5,
+};
 /**
  * Under a fraction of a CPU the same one-time work (JIT, first exports) takes that much longer in
  * wall time, and the warm-up's low rate sends fewer requests: up to 3× longer there.
  */
-const warmupSeconds = (cpus) => Math.round(WARMUP_SECONDS * Math.min(3, 1 / Math.min(1, cpus)));
-/** Idle after the warm-up: metric collection, GC and span timers cost CPU that counts against the request. */
-const IDLE_SECONDS = smoke ? 1 : 5;
+const warmupSeconds = (cpus) => Math.round(SEARCH.warmupSeconds * Math.min(3, 1 / Math.min(1, cpus)));
 /** After each step: the span batch processor's schedule (1 s) passes, so the step's spans reach the sink. */
 const PAUSE_SECONDS = 2;
 /** The HPA should reach its target this far below the capacity at the request (time to schedule and start pods). */
 const HPA_HEADROOM = 0.8;
-
-// ---------------------------------------------------------------------------------------------
-// The chart, as it renders
 
 /** A Kubernetes CPU quantity in CPUs ("100m" -> 0.1, "1" -> 1). */
 function cpuQuantity(q) {
@@ -142,13 +106,19 @@ function byteQuantity(q) {
   return Math.round(Number(m[1]) * unit);
 }
 
+/** A command's stdout; throws with its stderr. */
+function command(cmd, argv) {
+  const r = spawnSync(cmd, argv, { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (r.error) throw r.error;
+  if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${argv.join(' ')} failed (${r.status}): ${r.stderr.trim()}`);
+  return r.stdout;
+}
+const docker = (argv) => command(DOCKER, argv).trim();
+
 /** helm's output, or an error that says how to get helm. */
 function helm(argv) {
   if (!fs.existsSync(HELM)) throw new Error(`helm is missing at ${path.relative(ROOT, HELM)}: install it with sh scripts/ci/install-helm.sh`);
-  const r = spawnSync(HELM, argv, { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`helm ${argv.join(' ')} failed: ${r.stderr}`);
-  return r.stdout;
+  return command(HELM, argv);
 }
 
 /**
@@ -219,14 +189,10 @@ function expand(value, defined) {
 }
 
 /**
- * The container's environment as the kubelet would give it, with what must point at this machine
- * changed: the OTLP endpoint (the sink; setting it is also what turns tracing on when the chart has
- * no endpoint, as a user would) and the two ports (free ones: with host networking the container's
- * ports are this machine's). Everything else, LOG_LEVEL and NODE_OPTIONS among it, is kept as
- * rendered. Downward-API fields get stand-ins of the same shape (the resource attributes, and so
- * the span batches, are as large as in a pod), fixed so that results name no machine. Secret,
- * ConfigMap and resource references are left out (the OTLP headers authenticate to a collector, the
- * local sink needs none), and so is envFrom; the result's meta lists them.
+ * The container's environment as the kubelet would give it, with the OTLP endpoint and the two
+ * ports pointing at this machine. Downward-API fields get fixed stand-ins of the same shape (the
+ * resource attributes, and so the span batches, are as large as in a pod); Secret, ConfigMap and
+ * resource references and envFrom are left out (`leftOut`, listed in the result's meta).
  * @returns {{env: Map<string, string>, leftOut: string[]}}
  */
 function containerEnv(chart, ports) {
@@ -246,7 +212,7 @@ function containerEnv(chart, ports) {
     else env.set(e.name, expand(e.value ?? '', env));
   }
   const protocol = env.get('OTEL_EXPORTER_OTLP_PROTOCOL') ?? env.get('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL');
-  if (protocol === 'grpc') throw new Error('the chart exports OTLP over gRPC; bench/otlp-sink.mjs speaks OTLP/HTTP only');
+  if (protocol && protocol !== 'http/protobuf') throw new Error(`the chart exports OTLP as ${protocol}; bench/otlp-sink.mjs speaks http/protobuf only`);
   env.set('OTEL_EXPORTER_OTLP_ENDPOINT', `http://127.0.0.1:${ports.sink}`);
   env.delete('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   env.set('PORT', String(ports.http));
@@ -254,58 +220,33 @@ function containerEnv(chart, ports) {
   return { env, leftOut };
 }
 
-/**
- * `docker run` flags of one container: the pod's user, security settings and memory limit, and the
- * CPU setting as a quota on the server core. Host networking: on a 2-core machine the docker-proxy
- * and NAT of published ports would take CPU in the path of every request. No log driver: the
- * kubelet's log files are written by the container runtime, not charged to the pod, and Docker's
- * json-file driver would take CPU on the load core; the service still writes every log line to
- * its stdout, which Docker discards.
- */
+/** `docker run` flags of one container: the pod's user, security settings and memory limit, the CPU setting as a quota on the server core (README: host network, no log driver). */
 function dockerFlags(chart, cpus) {
-  const user = chart.user === undefined ? [] : ['--user', chart.group === undefined ? String(chart.user) : `${chart.user}:${chart.group}`];
-  return [
-    '--network',
-    'host',
-    ...(PIN ? ['--cpuset-cpus', SERVER_CORE] : []),
-    '--cpus',
-    String(cpus),
-    '--memory',
-    String(chart.memoryLimitBytes),
-    '--memory-swap',
-    String(chart.memoryLimitBytes),
-    ...(chart.readOnlyRootFilesystem ? ['--read-only'] : []),
+  const flags = [
+    '--network host --log-driver none',
+    PIN && `--cpuset-cpus ${SERVER_CORE}`,
+    `--cpus ${cpus} --memory ${chart.memoryLimitBytes} --memory-swap ${chart.memoryLimitBytes}`,
+    chart.readOnlyRootFilesystem && '--read-only',
     // The chart's emptyDirs (/tmp) are on the node's disk; nothing is written there under this load.
-    ...chart.writablePaths.flatMap((p) => ['--tmpfs', p]),
-    ...user,
-    ...(chart.fsGroup === undefined ? [] : ['--group-add', String(chart.fsGroup)]),
-    ...chart.capDrop.flatMap((cap) => ['--cap-drop', cap]),
-    ...(chart.noNewPrivileges ? ['--security-opt', 'no-new-privileges'] : []),
-    '--log-driver',
-    'none',
+    ...chart.writablePaths.map((p) => `--tmpfs ${p}`),
+    chart.user !== undefined && `--user ${chart.user}${chart.group === undefined ? '' : `:${chart.group}`}`,
+    chart.fsGroup !== undefined && `--group-add ${chart.fsGroup}`,
+    ...chart.capDrop.map((cap) => `--cap-drop ${cap}`),
+    chart.noNewPrivileges && '--security-opt no-new-privileges',
   ];
-}
-
-// ---------------------------------------------------------------------------------------------
-// Docker and the container's counters
-
-/** A docker command's stdout; throws with its stderr. */
-function docker(argv) {
-  const r = spawnSync(DOCKER, argv, { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`docker ${argv.join(' ')} failed (${r.status}): ${r.stderr.trim()}`);
-  return r.stdout.trim();
+  return flags.filter(Boolean).flatMap((flag) => flag.split(' '));
 }
 
 /** The image's id and revision label, or an error that says how to build it. */
 function imageInfo(image) {
-  const r = spawnSync(DOCKER, ['image', 'inspect', '--format', '{{json .}}', image], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
-  if (r.status !== 0) {
+  let inspect;
+  try {
+    inspect = JSON.parse(docker(['image', 'inspect', '--format', '{{json .}}', image]));
+  } catch {
     throw new Error(
       `image ${image} not found. Build it (the Dockerfile builds the service itself; where no registry is reachable, run bash scripts/ci/base-images.sh first; on Debian's docker.io use /usr/bin/docker):\n  ${BUILD_COMMAND.replace('product-service:capacity', image)}`,
     );
   }
-  const inspect = JSON.parse(r.stdout);
   return { id: inspect.Id, created: inspect.Created, revision: inspect.Config?.Labels?.['org.opencontainers.image.revision'] };
 }
 
@@ -314,9 +255,6 @@ function containerState(id) {
   const state = JSON.parse(docker(['inspect', '--format', '{{json .State}}', id]));
   return { running: state.Running, oomKilled: state.OOMKilled, exitCode: state.ExitCode, pid: state.Pid };
 }
-
-/** A path as printed: relative to the repository when inside it. */
-const shown = (p) => (path.relative(ROOT, p).startsWith('..') ? p : path.relative(ROOT, p));
 
 const readNumber = (file) => Number(fs.readFileSync(file, 'utf8').trim());
 /** A `key value` per line file (cpu.stat, memory.stat) as an object. */
@@ -332,34 +270,15 @@ const readKeyed = (file) =>
       }),
   );
 
-/** GET on the Docker Engine API's unix socket (DOCKER_HOST when it is one). */
-function dockerApi(urlPath) {
-  const host = process.env.DOCKER_HOST ?? '';
-  const socketPath = host.startsWith('unix://') ? host.slice('unix://'.length) : '/var/run/docker.sock';
-  return new Promise((resolve, reject) => {
-    http
-      .get({ socketPath, path: urlPath }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => {
-          body += c;
-        });
-        res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(`Docker API ${urlPath}: ${res.statusCode} ${body}`))));
-      })
-      .on('error', reject);
-  });
-}
-
 /**
  * The container's cgroup counters: CPU used (µs, all its processes), CFS periods and throttled
  * periods, memory in use, working set (in use minus inactive page cache, what the kubelet and the
- * memory alert look at) and the cgroup's peak. Read from /sys/fs/cgroup (v1 or v2, the path taken
- * from the container's init process), else from the Docker Engine API (the same kernel counters,
- * one HTTP call per read).
+ * memory alert look at) and the cgroup's peak, read from /sys/fs/cgroup (v1 or v2, the path taken
+ * from the container's init process).
  * @returns {{source: string, read: () => Promise<{cpuUs: number, periods: number, throttled: number, memBytes: number, workingSetBytes: number, peakBytes: number}>}}
  */
-function containerCounters(id, pid) {
-  const lines = process.env.CAPACITY_COUNTERS === 'docker-api' ? [] : cgroupLines(pid);
+function containerCounters(pid) {
+  const lines = cgroupLines(pid);
   /** The directory of `controller` (v1) that holds `file`. */
   const v1 = (controller, file) => {
     for (const line of lines) {
@@ -414,22 +333,7 @@ function containerCounters(id, pid) {
       },
     };
   }
-  return {
-    source: 'Docker Engine API (/containers/ID/stats)',
-    read: async () => {
-      const s = await dockerApi(`/containers/${id}/stats?stream=false&one-shot=true`);
-      const stats = s.memory_stats?.stats ?? {};
-      const mem = s.memory_stats?.usage ?? NaN;
-      return {
-        cpuUs: s.cpu_stats.cpu_usage.total_usage / 1000,
-        periods: s.cpu_stats.throttling_data?.periods ?? 0,
-        throttled: s.cpu_stats.throttling_data?.throttled_periods ?? 0,
-        memBytes: mem,
-        workingSetBytes: mem - (stats.total_inactive_file ?? stats.inactive_file ?? 0),
-        peakBytes: s.memory_stats?.max_usage ?? NaN,
-      };
-    },
-  };
+  throw new Error(`no cgroup counters of the container (process ${pid}) under /sys/fs/cgroup: the Docker engine must run on this kernel`);
 }
 
 /** The lines of /proc/PID/cgroup, or none when the process is not visible from here. */
@@ -441,16 +345,7 @@ function cgroupLines(pid) {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// One ramp
-
 const MiB = 2 ** 20;
-const problems = [];
-/** Something that makes the numbers untrustworthy (not a step that failed its criteria): exit 1 at the end. */
-function note(msg) {
-  problems.push(msg);
-  console.error(`PROBLEM: ${msg}`);
-}
 
 /** The container of the ramp in progress and the sink, removed and stopped on Ctrl-C as well. */
 let current;
@@ -487,7 +382,7 @@ async function startContainer(chart, cpus, sink, name) {
   }
   const startupMs = performance.now() - t1;
   const state = containerState(id);
-  return { id, port: httpPort, metricsPort, dockerRunMs: t1 - t0, startupMs, flags, env, leftOut, counters: containerCounters(id, state.pid) };
+  return { id, port: httpPort, metricsPort, dockerRunMs: t1 - t0, startupMs, flags, env, leftOut, counters: containerCounters(state.pid) };
 }
 
 /**
@@ -553,7 +448,7 @@ async function runStep(c, chart, cpus, sink, rate, seconds, prev, judged) {
   const why = [];
   if (!(step.p99Ms < thresholdMs)) why.push(`p99 ${f(step.p99Ms, 1)} ms ≥ ${thresholdMs} ms`);
   if (step.errors > 0 || step.non2xx > 0) why.push(`${step.errors} unanswered, ${step.non2xx} non-2xx`);
-  if (!(step.rps >= MIN_ACHIEVED * rate)) why.push(`${f(step.rps, 0)} req/s achieved`);
+  if (!(step.rps >= SEARCH.minAchieved * rate)) why.push(`${f(step.rps, 0)} req/s achieved`);
   if (!state.running) why.push(state.oomKilled ? 'OOM-killed' : `container exited (${state.exitCode})`);
   if (!(max(samples) < chart.memoryLimitBytes)) why.push('memory at the limit');
   if (step.spansDropped === null) why.push('/metrics did not answer');
@@ -567,10 +462,10 @@ async function runStep(c, chart, cpus, sink, rate, seconds, prev, judged) {
 }
 
 /**
- * One ramp on a fresh container: warm-up, idle, then steps rising ×GROWTH until one fails (falling
- * ÷GROWTH instead if the first fails), then ×REFINE steps from the last pass towards that failure.
+ * One ramp on a fresh container: warm-up, idle, then steps rising ×SEARCH.growth until one fails (falling
+ * ÷SEARCH.growth instead if the first fails), then ×SEARCH.refine steps from the last pass towards that failure.
  * The capacity is the highest passing rate; `bounded` is false when no step failed (the smoke, or
- * MAX_STEPS reached), so the capacity is only a lower bound.
+ * SEARCH.maxSteps reached), so the capacity is only a lower bound.
  */
 async function runRamp(chart, setting, sink, index) {
   const { cpus } = setting;
@@ -584,35 +479,39 @@ async function runRamp(chart, setting, sink, index) {
     const prev = { spans: 0, sdk: await scrapeSdkCounters(c.metricsPort) };
     const step = (rate, seconds = opts.step, judged = true) => runStep(c, chart, cpus, sink, rate, seconds, prev, judged);
     console.error(`  docker run ${f(c.dockerRunMs, 0)} ms, then /health 200 after ${f(c.startupMs, 0)} ms (counters: ${c.counters.source})`);
-    ramp.warmup = await step(Math.max(1, Math.round(WARMUP_RATE_PER_CPU * cpus)), warmupSeconds(cpus), false);
+    ramp.warmup = await step(Math.max(1, Math.round(SEARCH.warmupRatePerCpu * cpus)), warmupSeconds(cpus), false);
     const idle0 = await c.counters.read();
-    await sleep(IDLE_SECONDS * 1000);
+    await sleep(SEARCH.idleSeconds * 1000);
     const idle1 = await c.counters.read();
-    ramp.idle = { seconds: IDLE_SECONDS, millicores: (idle1.cpuUs - idle0.cpuUs) / (IDLE_SECONDS * 1000), workingSetMb: idle1.workingSetBytes / MiB };
+    ramp.idle = {
+      seconds: SEARCH.idleSeconds,
+      millicores: (idle1.cpuUs - idle0.cpuUs) / (SEARCH.idleSeconds * 1000),
+      workingSetMb: idle1.workingSetBytes / MiB,
+    };
     console.error(`  idle: ${f(ramp.idle.millicores, 1)} millicores, ${f(ramp.idle.workingSetMb, 0)} MiB`);
 
     const alive = () => ramp.steps.at(-1)?.running !== false;
     let passed; // the highest passing rate
     let failed; // the lowest failing rate of the coarse search
-    let rate = Math.max(1, Math.round(START_RATE_PER_CPU * cpus));
-    while (ramp.steps.length < MAX_STEPS && alive() && rate >= 1) {
+    let rate = Math.max(1, Math.round(SEARCH.startRatePerCpu * cpus));
+    while (ramp.steps.length < SEARCH.maxSteps && alive() && rate >= 1) {
       const s = await step(rate);
       ramp.steps.push(s);
       if (s.pass) {
         passed = rate;
         if (failed !== undefined) break;
-        rate = Math.max(rate + 1, Math.round(rate * GROWTH));
+        rate = Math.max(rate + 1, Math.round(rate * SEARCH.growth));
       } else {
         failed = rate;
         if (passed !== undefined) break;
-        rate = Math.floor(rate / GROWTH);
+        rate = Math.floor(rate / SEARCH.growth);
       }
     }
     // Kept apart from `rate` and `passed`, which the refinement moves.
     const coarseFail = failed;
     if (coarseFail !== undefined && passed !== undefined) {
-      const next = (r) => Math.max(r + 1, Math.round(r * REFINE));
-      for (let r = next(passed); r < coarseFail && ramp.steps.length < MAX_STEPS && alive(); r = next(r)) {
+      const next = (r) => Math.max(r + 1, Math.round(r * SEARCH.refine));
+      for (let r = next(passed); r < coarseFail && ramp.steps.length < SEARCH.maxSteps && alive(); r = next(r)) {
         const s = await step(r);
         ramp.steps.push(s);
         if (!s.pass) break;
@@ -647,9 +546,6 @@ async function stopContainer(c, chart) {
   docker(['rm', c.id]);
   return { code: state.exitCode, oomKilled: state.oomKilled };
 }
-
-// ---------------------------------------------------------------------------------------------
-// Summary and Markdown
 
 /**
  * Per CPU setting: the capacity's median and range over the ramps, and at the capacity step of each
@@ -791,9 +687,6 @@ function markdown(result, chart) {
   return lines.join('\n') + '\n';
 }
 
-// ---------------------------------------------------------------------------------------------
-// The run
-
 /** The CPU settings of --cpus, each `{cpus, label}`: numbers of CPUs, `request` the chart's. */
 function settingsOf(chart) {
   const settings = opts.cpus.map((entry) => {
@@ -810,28 +703,18 @@ function settingsOf(chart) {
   return [...new Set(settings)].map((cpus) => ({ cpus, label: `${settingLabel(cpus, chart)} CPU` }));
 }
 
-/** Writes capacity.json and capacity.md; a full run also writes the block of docs/performance.md. */
+/** Writes capacity.json and capacity.md; a full run (or --render of it) also writes the block of docs/performance.md. */
 function publish(result, chart, file = path.join(opts.out, 'capacity.json')) {
   const md = markdown(result, chart);
-  const written = [];
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  if (!args.render) {
-    fs.writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
-    written.push(shown(file));
-  }
+  if (!args.render) fs.writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
   fs.writeFileSync(path.join(path.dirname(file), 'capacity.md'), md);
-  written.push(shown(path.join(path.dirname(file), 'capacity.md')));
-  // Only the published results (a full run's default --out, or --render of them) go into the docs.
-  if (!result.meta.smoke && path.resolve(file) === path.join(RESULTS, 'capacity.json')) {
-    if (fs.readFileSync(PERFORMANCE_PAGE, 'utf8').includes(`<!-- ${PERFORMANCE_BLOCK}:start -->`)) {
-      writeBlock(PERFORMANCE_PAGE, PERFORMANCE_BLOCK, md);
-      written.push(`the ${PERFORMANCE_BLOCK} block of ${shown(PERFORMANCE_PAGE)}`);
-    } else {
-      console.error(`note: ${shown(PERFORMANCE_PAGE)} has no <!-- ${PERFORMANCE_BLOCK}:start/end --> block; wrote the results files only`);
-    }
-  }
+  const published = !result.meta.smoke && path.resolve(file) === path.join(RESULTS, 'capacity.json');
+  if (published) writeBlock(path.join(ROOT, 'docs', 'performance.md'), 'bench:capacity', md);
   console.log(md);
-  console.error(`wrote ${written.join(', ')}`);
+  console.error(
+    `wrote ${path.relative(ROOT, path.dirname(file))}/${args.render ? '' : 'capacity.json, '}capacity.md${published ? ' and the bench:capacity block of docs/performance.md' : ''}`,
+  );
 }
 
 /** The smoke's checks: the machinery worked (container, counters, spans, clean exit); no timing. */
@@ -900,17 +783,7 @@ async function main() {
           env: Object.fromEntries(env),
           envLeftOut: leftOut,
           dockerRun: ['run', '-d', ...dockerFlags(chart, '<CPUs>'), '--env', 'NAME=VALUE...', opts.image].join(' '),
-          search: {
-            startRatePerCpu: START_RATE_PER_CPU,
-            growth: GROWTH,
-            refine: REFINE,
-            warmupRatePerCpu: WARMUP_RATE_PER_CPU,
-            warmupSeconds: WARMUP_SECONDS,
-            warmupSecondsByCpus: Object.fromEntries(settings.map(({ cpus }) => [cpus, warmupSeconds(cpus)])),
-            idleSeconds: IDLE_SECONDS,
-            minAchieved: MIN_ACHIEVED,
-            maxSteps: MAX_STEPS,
-          },
+          search: SEARCH,
           out: path.relative(ROOT, opts.out),
         },
         ramps,
@@ -919,10 +792,7 @@ async function main() {
       chart,
     );
   }
-  if (problems.length) {
-    console.error(`${problems.length} problem(s); the numbers above may not mean what they say.`);
-    process.exitCode = 1;
-  }
+  endRun();
 }
 
 await main();

@@ -1,21 +1,14 @@
-// Hostile clients and bad days: every class of abusive client or broken environment the service has
-// to survive, run against the built service started as production starts it (`node dist/main.js`,
-// pinned to core 0; clients, probes and this harness on core 1). For each case it records what was
-// sent, what came back, the peak RSS of the service (VmRSS every 100 ms) and a verdict, writes
-// bench/results/hostile.md, bench/results/hostile.json and the same table into docs/reliability.md, and exits 1 if any case did not
-// get the expected answer.
-//
-// Usage: npm run build && sh scripts/node.sh bench/hostile.mjs [--only 1,5,7]
-//
-// This file holds the list of classes and the run; the classes are in hostile/http-cases.mjs
-// (1-6, 12, 13) and hostile/environment-cases.mjs (7-11), the harness that runs them in hostile/harness.mjs,
-// the raw TCP clients in hostile/clients.mjs and the load workers in hostile/workers.mjs.
+// `npm run test:hostile` (`--only 1,5,7` for some classes, results then in bench/results/hostile.tmp/):
+// every class of abusive client or broken environment the service has to survive, against the
+// built service started as production starts it. Writes bench/results/hostile.{md,json} and the same
+// table into docs/reliability.md; exits 1 if any case did not get the expected answer. The classes
+// are in hostile/http-cases.mjs and hostile/environment-cases.mjs, the harness in hostile/harness.mjs.
 import fs from 'node:fs';
 import path from 'node:path';
-import { LOAD_CORE, RESULTS, ROOT, SERVER_CORE, machineInfo, pinToLoadCore } from './lib.mjs';
+import { LOAD_CORE, RESULTS, ROOT, SERVER_CORE, machineInfo, pinToLoadCore, snapshotService } from './lib.mjs';
 import { writeBlock } from './markdown-block.mjs';
 import { badConfiguration, forcedSampling, hangingCollector, shutdownUnderLoad, stuckStdout } from './hostile/environment-cases.mjs';
-import { WORK, runClass, takeSnapshot } from './hostile/harness.mjs';
+import { SNAPSHOT, WORK, runClass } from './hostile/harness.mjs';
 import {
   clientDrops,
   connectionBudget,
@@ -43,8 +36,6 @@ const CLASSES = [
   ['13. Connection budget', connectionBudget],
 ];
 
-const machine = () => machineInfo(`service on core ${SERVER_CORE}; clients, workers and harness on core ${LOAD_CORE}`);
-
 const cell = (s) => String(s).replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 function markdown(result) {
@@ -62,8 +53,8 @@ function markdown(result) {
       `| ${cell(r.class)} | ${cell(r.sent)} | ${cell(r.got)} | ${Number.isFinite(r.rssMb) ? r.rssMb.toFixed(0) : '–'} | ${r.ok ? 'ok' : cell(`FAILED: ${r.failures.join('; ')}`)} |`,
     );
   }
-  lines.push('');
   lines.push(
+    '',
     'Peak RSS: VmRSS of the service process sampled every 100 ms from spawn to exit (per case where a case has its own process, else per class). ' +
       `Service defaults unless the row says otherwise (BODY_LIMIT 1mb, LOG_LEVEL info, stdout to a file); /health probes open a new connection every 100 ms, 2 s timeout each (the chart's readiness probe timeout). ` +
       'Details (raw answers, counts, RSS samples) are in hostile.json; service logs in hostile.tmp/.',
@@ -80,7 +71,7 @@ async function main() {
   const t0 = performance.now();
   // The harness (probes, samplers, raw clients) shares core 1 with the workers; core 0 is the service's.
   pinToLoadCore();
-  const serviceDir = takeSnapshot();
+  const serviceDir = snapshotService(SNAPSHOT);
   fs.rmSync(WORK, { recursive: true, force: true });
   fs.mkdirSync(WORK, { recursive: true });
   const rows = [];
@@ -93,7 +84,7 @@ async function main() {
   const result = {
     meta: {
       date: started.toISOString(),
-      machine: machine(),
+      machine: machineInfo(`service on core ${SERVER_CORE}; clients, workers and harness on core ${LOAD_CORE}`),
       command: `sh scripts/node.sh bench/hostile.mjs ${process.argv.slice(2).join(' ')}`.trim(),
       service: `dist/ and package.json copied to ${path.relative(ROOT, serviceDir)} at the start; started as \`node dist/main.js\``,
       seconds: (performance.now() - t0) / 1000,

@@ -1,7 +1,6 @@
 #!/bin/sh
 # Installs what bench/run.mjs needs beyond Node and npm packages: wrk (the closed-loop load
 # generator) and taskset (util-linux, normally present). Idempotent; Debian/Ubuntu only.
-# Without wrk the harness still runs, with autocannon as the closed-loop load generator.
 set -eu
 if command -v wrk >/dev/null 2>&1 && command -v taskset >/dev/null 2>&1; then
   exit 0

@@ -13,26 +13,32 @@ export const BENCH = path.join(ROOT, 'bench');
 export const RESULTS = path.join(BENCH, 'results');
 export const NODE = process.execPath;
 
-// ---------------------------------------------------------------------------------------------
-// Configurations
-
 export const SERVICE = ['dist/main.js'];
 
 /**
  * Copies `from`/dist and `from`/package.json (the repository's build by default) to
  * bench/results/`name` (gitignored) and returns that directory, so that a rebuild during a long run
- * cannot mix two builds in one set of numbers. The service runs from there with the production
- * command line; `require` still finds the repository's node_modules by walking up, and package.json
- * sits beside dist/ as in the image. Each harness uses its own `name`, so two can run at once.
+ * cannot mix two builds in one set of numbers; a dist/ that changes while it is copied (a rebuild
+ * running) is copied again. `require` still finds the repository's node_modules by walking up.
  */
 export function snapshotService(name = 'app.tmp', from = ROOT) {
-  if (!fs.existsSync(path.join(from, 'dist/main.js'))) throw new Error(`${path.join(from, 'dist/main.js')} is missing`);
+  if (!fs.existsSync(path.join(from, 'dist/main.js'))) throw new Error(`${path.join(from, 'dist/main.js')} is missing: run npm run build`);
+  const listing = () =>
+    fs
+      .readdirSync(path.join(from, 'dist'), { recursive: true })
+      .map((f) => `${f}:${fs.statSync(path.join(from, 'dist', f)).mtimeMs}`)
+      .join();
   const dir = path.join(RESULTS, name);
-  fs.rmSync(dir, { recursive: true, force: true });
-  fs.mkdirSync(dir, { recursive: true });
-  fs.cpSync(path.join(from, 'dist'), path.join(dir, 'dist'), { recursive: true });
-  fs.copyFileSync(path.join(from, 'package.json'), path.join(dir, 'package.json'));
-  return dir;
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    const before = listing();
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.mkdirSync(dir, { recursive: true });
+    fs.cpSync(path.join(from, 'dist'), path.join(dir, 'dist'), { recursive: true });
+    fs.copyFileSync(path.join(from, 'package.json'), path.join(dir, 'package.json'));
+    if (listing() === before) return dir;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2000);
+  }
+  throw new Error('dist/ kept changing while it was copied (a rebuild running?)');
 }
 
 /** The suffix of the configurations that run the other build of an A/B run (`run.mjs --against`). */
@@ -98,9 +104,6 @@ export function configurations(sinkPort, serviceDir = ROOT, againstDir = undefin
   };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Small helpers: /proc, ports, HTTP
-
 export const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
 const CORES = os.availableParallelism();
 export const PIN = CORES >= 2;
@@ -117,12 +120,6 @@ export function pinned(core, cmd, argv) {
   return PIN ? ['taskset', ['-c', core, cmd, ...argv]] : [cmd, argv];
 }
 
-/** utime + stime of the whole process (all threads) in microseconds. */
-export function cpuMicros(pid) {
-  const { user, sys } = cpuSplit(pid);
-  return user + sys;
-}
-
 /** utime and stime (user and kernel CPU) of the whole process (all threads) in microseconds. */
 export function cpuSplit(pid) {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -130,6 +127,8 @@ export function cpuSplit(pid) {
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return { user: (Number(rest[11]) * 1e6) / CLK_TCK, sys: (Number(rest[12]) * 1e6) / CLK_TCK };
 }
+
+export const cpuMicros = (pid) => Object.values(cpuSplit(pid)).reduce((a, b) => a + b);
 
 /** Resident set size in MB (VmRSS), or NaN once the process is gone. */
 export function rssMb(pid) {
@@ -155,7 +154,7 @@ export async function freePorts(n) {
 }
 
 /** One HTTP request on a fresh connection; resolves {status, body}, rejects on socket errors. */
-export function request(port, method, urlPath, body, timeout = 2000) {
+export function request(port, method, urlPath, body, timeout = 2000, headers = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request(
       {
@@ -165,7 +164,7 @@ export function request(port, method, urlPath, body, timeout = 2000) {
         path: urlPath,
         agent: false,
         timeout,
-        headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {},
+        headers: body ? { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : headers,
       },
       (res) => {
         let text = '';
@@ -182,6 +181,18 @@ export function request(port, method, urlPath, body, timeout = 2000) {
   });
 }
 
+/** What makes a run's numbers untrustworthy: reported at once, and the run exits 1 at its end (endRun). */
+export const problems = [];
+export function note(msg) {
+  problems.push(msg);
+  console.error(`PROBLEM: ${msg}`);
+}
+export function endRun() {
+  if (problems.length === 0) return;
+  console.error(`${problems.length} problem(s); the numbers above may not mean what they say.`);
+  process.exitCode = 1;
+}
+
 export const median = (xs) => {
   const v = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
   if (v.length === 0) return NaN;
@@ -190,9 +201,6 @@ export const median = (xs) => {
 };
 export const min = (xs) => Math.min(...xs.filter(Number.isFinite));
 export const max = (xs) => Math.max(...xs.filter(Number.isFinite));
-
-// ---------------------------------------------------------------------------------------------
-// The OTLP sink, the servers, the load generators
 
 export async function startSink() {
   const [cmd, argv] = pinned(LOAD_CORE, NODE, [path.join(BENCH, 'otlp-sink.mjs')]);
@@ -206,59 +214,68 @@ export async function startSink() {
     port,
     stats: async () => JSON.parse((await request(port, 'GET', '/stats')).body),
     reset: () => request(port, 'POST', '/reset'),
-    stop: () => {
-      child.kill('SIGTERM');
-    },
+    stop: () => child.kill('SIGTERM'),
   };
 }
 
 export const logDir = path.join(RESULTS, 'logs.tmp');
 
 /**
- * Starts a configuration and waits for its first 200 on /health.
- * stdout goes to /dev/null as a file descriptor (not a pipe this harness would have to drain,
- * which would add back-pressure and our own CPU to the measurement); stderr goes to a file.
+ * Starts a configuration ({args, cwd, env, nodeArgs}) pinned to the server core on free ports and
+ * waits for its first 200 on /health, polled every `everyMs` (refused connections come back at
+ * once, so the start-up time is accurate to a few ms; it includes the exec of `taskset`). stdout
+ * is `stdout` (a path, /dev/null by default, or a file descriptor), opened here as a file: not a
+ * pipe this harness would have to drain, which would add back-pressure and our own CPU to the
+ * measurement. stderr goes to `logs`/NAME.stderr. With `sampleRss`, VmRSS is sampled every 100 ms
+ * until the exit (peakRssMb). With `allowExit`, a process that exits before it answers is returned
+ * (configuration errors) instead of thrown.
  */
-export async function startServer(name, config) {
+export async function startServer(name, config, { logs = logDir, stdout = '/dev/null', everyMs = 2, sampleRss = false, allowExit = false } = {}) {
   const [port, metricsPort] = await freePorts(2);
-  const env = { ...cleanEnv(), ...config.env, PORT: String(port), HOST: '127.0.0.1', METRICS_PORT: String(metricsPort) };
-  fs.mkdirSync(logDir, { recursive: true });
-  const stderrPath = path.join(logDir, `${name}.stderr`);
-  const stdout = fs.openSync('/dev/null', 'w');
-  const stderr = fs.openSync(stderrPath, 'w');
+  const env = { ...cleanEnv(), HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort), ...config.env };
+  fs.mkdirSync(logs, { recursive: true });
+  const stderrPath = path.join(logs, `${name}.stderr`);
+  const stdoutFd = typeof stdout === 'number' ? stdout : fs.openSync(stdout, 'w');
+  const stderrFd = fs.openSync(stderrPath, 'w');
   const [cmd, argv] = pinned(SERVER_CORE, NODE, [...(config.nodeArgs ?? []), ...config.args]);
   const t0 = performance.now();
-  const child = spawn(cmd, argv, { cwd: config.cwd ?? ROOT, env, stdio: ['ignore', stdout, stderr] });
-  fs.closeSync(stdout);
-  fs.closeSync(stderr);
+  const child = spawn(cmd, argv, { cwd: config.cwd ?? ROOT, env, stdio: ['ignore', stdoutFd, stderrFd] });
+  if (stdoutFd !== stdout) fs.closeSync(stdoutFd);
+  fs.closeSync(stderrFd);
+  let peak = 0;
+  const sampler = sampleRss && setInterval(() => (peak = Math.max(peak, rssMb(child.pid) || 0)), 100);
   let exited = null;
-  child.once('exit', (code, signal) => {
-    exited = { code, signal };
-  });
-  // Connect-retry every 2 ms: refused connections come back at once, so the start-up time is
-  // accurate to a few ms. It includes the exec of `taskset` before node.
-  if (!(await waitHealthy(name, port, () => exited, 2))) {
-    throw new Error(`${name} exited during start-up (${JSON.stringify(exited)}):\n${fs.readFileSync(stderrPath, 'utf8').slice(-2000)}`);
-  }
-  const startupMs = performance.now() - t0;
-  return {
+  const exit = new Promise((resolve) =>
+    child.once('exit', (code, signal) => {
+      clearInterval(sampler);
+      resolve((exited = { code, signal, atMs: performance.now() }));
+    }),
+  );
+  const server = {
     child,
     pid: child.pid,
     port,
     metricsPort,
-    startupMs,
+    startupMs: NaN,
+    stdoutPath: stdout,
     stderrPath,
+    exit,
     exited: () => exited,
-    async stop() {
-      if (exited) return exited;
-      const done = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-      const result = await done;
+    peakRssMb: () => (peak > 0 ? peak : NaN),
+    /** Sends `signal` and resolves {code, signal, ms} (ms from the signal to the exit); SIGKILL after `killAfterMs`. */
+    async stop(signal = 'SIGTERM', killAfterMs = 30_000) {
+      if (exited) return { code: exited.code, signal: exited.signal, ms: 0 };
+      const sentAt = performance.now();
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+      const { code, signal: by, atMs } = await exit;
       clearTimeout(timer);
-      return result;
+      return { code, signal: by, ms: atMs - sentAt };
     },
   };
+  if (await waitHealthy(name, port, () => exited, everyMs)) server.startupMs = performance.now() - t0;
+  else if (!allowExit) throw new Error(`${name} exited during start-up (${JSON.stringify(exited)}):\n${fs.readFileSync(stderrPath, 'utf8').slice(-2000)}`);
+  return server;
 }
 
 /**
@@ -288,78 +305,42 @@ export function cleanEnv() {
   return env;
 }
 
-let haveWrk = null;
-export function wrkAvailable() {
-  if (haveWrk === null) {
-    try {
-      execFileSync('wrk', ['--version'], { stdio: 'ignore' });
-      haveWrk = true;
-    } catch (err) {
-      // wrk --version exits 1 after printing its version; only ENOENT means missing.
-      haveWrk = err.code !== 'ENOENT';
-    }
-    if (!haveWrk) console.warn('wrk not found (bench/install-tools.sh installs it); using autocannon for closed-loop load');
-  }
-  return haveWrk;
-}
-
 export function run(cmd, argv) {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    child.stderr.on('data', (d) => {
-      err += d;
-    });
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
     child.on('error', reject);
     child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${argv.join(' ')} exited ${code}: ${err || out}`))));
   });
 }
 
+/** Runs a load generator on the load core and parses the line of its output that starts with `prefix`. */
+export async function runJson(prefix, cmd, argv) {
+  const out = await run(...pinned(LOAD_CORE, cmd, argv));
+  const line = out.split('\n').find((l) => l.startsWith(`${prefix} `));
+  if (!line) throw new Error(`${cmd} printed no ${prefix} summary:\n${out}`);
+  return JSON.parse(line.slice(prefix.length + 1));
+}
+
 /**
- * Closed-loop load (each connection sends its next request when the previous answer arrives):
- * measures the maximum throughput and the CPU per request at saturation.
+ * Closed-loop load with wrk (bench/install-tools.sh): each connection sends its next request when
+ * the previous answer arrives, for the maximum throughput and the CPU per request at saturation.
  * @returns {Promise<{requests: number, rps: number, p50Ms: number, p99Ms: number, errors: number}>}
  */
 export async function closedLoad(port, seconds, connections) {
-  const url = `http://127.0.0.1:${port}/product`;
-  if (wrkAvailable()) {
-    const [cmd, argv] = pinned(LOAD_CORE, 'wrk', [
-      '-t1',
-      `-c${connections}`,
-      `-d${Math.max(1, Math.round(seconds))}s`,
-      '--timeout',
-      '5s',
-      '-s',
-      path.join(BENCH, 'post.lua'),
-      url,
-    ]);
-    const out = await run(cmd, argv);
-    const line = out.split('\n').find((l) => l.startsWith('WRK_JSON '));
-    if (!line) throw new Error(`wrk printed no summary:\n${out}`);
-    const r = JSON.parse(line.slice('WRK_JSON '.length));
-    const e = r.errors;
-    return {
-      requests: r.requests,
-      rps: r.requests / (r.duration_us / 1e6),
-      p50Ms: r.latency_us.p50 / 1000,
-      p99Ms: r.latency_us.p99 / 1000,
-      errors: e.connect + e.read + e.write + e.status + e.timeout,
-    };
-  }
-  const r = await autocannonLoad(url, seconds, connections);
-  return { requests: r.requests, rps: r.rps, p50Ms: r.latency_ms.p50, p99Ms: r.latency_ms.p99, errors: r.errors + r.non2xx + r.timeouts };
-}
-
-async function autocannonLoad(url, seconds, connections) {
-  const [cmd, argv] = pinned(LOAD_CORE, NODE, [path.join(BENCH, 'load-autocannon.mjs'), JSON.stringify({ url, duration: seconds, connections })]);
-  const out = await run(cmd, argv);
-  const line = out.split('\n').find((l) => l.startsWith('AUTOCANNON_JSON '));
-  if (!line) throw new Error(`autocannon printed no summary:\n${out}`);
-  return JSON.parse(line.slice('AUTOCANNON_JSON '.length));
+  const wrk = ['-t1', `-c${connections}`, `-d${Math.max(1, Math.round(seconds))}s`, '--timeout', '5s', '-s', path.join(BENCH, 'post.lua')];
+  const r = await runJson('WRK_JSON', 'wrk', [...wrk, `http://127.0.0.1:${port}/product`]);
+  const e = r.errors;
+  return {
+    requests: r.requests,
+    rps: r.requests / (r.duration_us / 1e6),
+    p50Ms: r.latency_us.p50 / 1000,
+    p99Ms: r.latency_us.p99 / 1000,
+    errors: e.connect + e.read + e.write + e.status + e.timeout,
+  };
 }
 
 /** Samples RSS every 100 ms while `work` runs; returns its result plus peak and median RSS. */
@@ -393,16 +374,9 @@ export async function scrapeSdkCounters(metricsPort) {
   }
 }
 
-export async function openLoad(port, seconds, rate) {
-  const [cmd, argv] = pinned(LOAD_CORE, NODE, [
-    path.join(BENCH, 'load-open.mjs'),
-    JSON.stringify({ port, path: '/product', duration: seconds, rate, connections: 64 }),
-  ]);
-  const out = await run(cmd, argv);
-  const line = out.split('\n').find((l) => l.startsWith('OPENLOOP_JSON '));
-  if (!line) throw new Error(`load-open printed no summary:\n${out}`);
-  return JSON.parse(line.slice('OPENLOOP_JSON '.length));
-}
+/** Open-loop load at `rate` req/s (bench/load-open.mjs): latency from the intended send times. */
+export const openLoad = (port, seconds, rate) =>
+  runJson('OPENLOOP_JSON', NODE, [path.join(BENCH, 'load-open.mjs'), JSON.stringify({ port, path: '/product', duration: seconds, rate, connections: 64 })]);
 
 /** The two routes answer as the service must, before we time anything. */
 export async function checkResponses(name, port) {

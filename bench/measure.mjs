@@ -62,11 +62,7 @@ export function measureClosed(name, config, sink, opts) {
       rssIdleMb,
       rssPeakMb,
       rssMedianMb,
-      requests: load.requests,
-      rps: load.rps,
-      p50Ms: load.p50Ms,
-      p99Ms: load.p99Ms,
-      errors: load.errors,
+      ...load, // requests, rps, p50Ms, p99Ms, errors
       cpuUsPerRequest: (userUs + sysUs) / load.requests,
       // The kernel's share of that CPU: socket reads and writes, mostly (it grows when wrk waits).
       sysUs: sysUs / load.requests,

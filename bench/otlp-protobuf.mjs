@@ -3,10 +3,7 @@
 // the hostile run and the tests' OTLP receiver (test/support/otlp-receiver.ts), so that all three
 // read spans the same way. Types: otlp-protobuf.d.mts.
 
-/**
- * Reads a varint at `at`; returns its value and the position after it.
- * @param {Uint8Array} buf @param {number} at @returns {[bigint, number]}
- */
+/** Reads a varint at `at`; returns its value and the position after it. */
 function varint(buf, at) {
   let value = 0n;
   for (let shift = 0n; ; shift += 7n) {
@@ -21,8 +18,6 @@ function varint(buf, at) {
  * The top-level fields of one protobuf message, in order: varints (wire type 0) as bigint,
  * length-delimited fields (wire type 2) as views of their bytes. Fixed-width fields (wire types 1
  * and 5: timestamps, doubles, span flags) are skipped; other wire types throw.
- * @param {Buffer} message
- * @returns {Array<{number: number, varint: bigint} | {number: number, bytes: Buffer}>}
  */
 export function fields(message) {
   const out = [];
@@ -50,26 +45,17 @@ export function fields(message) {
   return out;
 }
 
-/**
- * Every length-delimited field numbered `number` (repeated sub-messages, strings, bytes).
- * @param {Buffer} message @param {number} number @returns {Buffer[]}
- */
+/** Every length-delimited field numbered `number` (repeated sub-messages, strings, bytes). */
 export function messages(message, number) {
   return fields(message).flatMap((field) => (field.number === number && 'bytes' in field ? [field.bytes] : []));
 }
 
-/**
- * The first length-delimited field numbered `number`, or no bytes (protobuf's default).
- * @param {Buffer} message @param {number} number @returns {Buffer}
- */
+/** The first length-delimited field numbered `number`, or no bytes (protobuf's default). */
 export function bytesOf(message, number) {
   return messages(message, number)[0] ?? Buffer.alloc(0);
 }
 
-/**
- * The first varint field numbered `number`, or 0n (protobuf's default).
- * @param {Buffer} message @param {number} number @returns {bigint}
- */
+/** The first varint field numbered `number`, or 0n (protobuf's default). */
 export function varintOf(message, number) {
   for (const field of fields(message)) if (field.number === number && 'varint' in field) return field.varint;
   return 0n;

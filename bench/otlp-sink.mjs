@@ -1,8 +1,7 @@
 // A local OTLP/HTTP receiver for the benchmark. It accepts POST /v1/traces, /v1/metrics and
-// /v1/logs (protobuf or JSON, gzip or not), answers 200 with an empty body (an empty
-// Export*ServiceResponse encodes to zero bytes in protobuf; `{}` is the JSON equivalent),
-// and counts requests, bytes and items (spans, metrics, log records) per signal.
-// Counting items lets the harness check that tracing really exported every request.
+// /v1/logs (protobuf, gzip or not), answers 200 with an empty body (an empty
+// Export*ServiceResponse encodes to zero bytes), and counts requests, bytes and items (spans,
+// metrics, log records) per signal, so that the harness sees whether every request was exported.
 //
 // Run standalone: node bench/otlp-sink.mjs [port]   -> prints {"port":N} on stdout.
 // GET /stats returns the counters as JSON; POST /reset zeroes them.
@@ -23,18 +22,7 @@ function emptyStats() {
  * Counts spans / metrics / log records. All three OTLP requests share one shape:
  * Request{ repeated Resource* = 1 } -> Resource*{ repeated Scope* = 2 } -> Scope*{ repeated item = 2 }.
  */
-function countItems(signal, body, json) {
-  if (json) {
-    const req = JSON.parse(body.toString('utf8'));
-    const [outer, inner, leaf] = {
-      traces: ['resourceSpans', 'scopeSpans', 'spans'],
-      metrics: ['resourceMetrics', 'scopeMetrics', 'metrics'],
-      logs: ['resourceLogs', 'scopeLogs', 'logRecords'],
-    }[signal];
-    let n = 0;
-    for (const r of req[outer] ?? []) for (const s of r[inner] ?? []) n += (s[leaf] ?? []).length;
-    return n;
-  }
+function countItems(body) {
   let n = 0;
   for (const resource of messages(body, 1)) for (const scope of messages(resource, 2)) n += messages(scope, 2).length;
   return n;
@@ -52,22 +40,17 @@ export async function startSink(port = 0) {
       req.on('data', (chunk) => chunks.push(chunk));
       req.on('end', () => {
         const raw = Buffer.concat(chunks);
-        const json = String(req.headers['content-type']).includes('json');
         const entry = stats[signal];
         entry.requests += 1;
         entry.bytes += raw.length;
         try {
           const body = req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
-          entry.items += countItems(signal, body, json);
+          entry.items += countItems(body);
         } catch (err) {
           // A body we cannot walk still counts as received; say so once per request.
           process.stderr.write(`otlp-sink: cannot count ${signal} items: ${err}\n`);
         }
-        res.writeHead(200, {
-          'content-type': json ? 'application/json' : 'application/x-protobuf',
-          'content-length': json ? 2 : 0,
-        });
-        res.end(json ? '{}' : undefined);
+        res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': 0 }).end();
       });
       return;
     }

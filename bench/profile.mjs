@@ -1,32 +1,22 @@
-// Where does a configuration's CPU time go? Runs one configuration under `node --cpu-prof`
-// with closed-loop load (same pinning and environment as bench/run.mjs), stops it with SIGTERM
-// (Node writes the profile on a clean exit), and summarises the profile: self time by
-// function, self time by module (npm package, node internals, the app's own files) and
-// inclusive time by package (time spent anywhere below a package's frames).
+// Where does a configuration's CPU time go? Runs one configuration under `node --cpu-prof` (Node's
+// default 1 ms sampling: finer sampling costs the server CPU of its own and inflates the share of
+// system calls) with closed-loop load, as bench/run.mjs runs it, stops it with SIGTERM (Node writes
+// the profile on a clean exit), and summarises the measured window: self time by function and by
+// module (npm package, node internals, the app's own files), inclusive time by package and function.
 //
-//   sh scripts/node.sh bench/profile.mjs [--config service-full] [--duration 10] [--warmup 3]
-//       [--connections 50] [--top 25] [--interval 1000] [--profile existing.cpuprofile]
+//   npm run bench:profile -- [--config service-full] [--duration 10]
 //
-// Writes bench/results/profile-<config>.md (the summary) and keeps the raw .cpuprofile in
-// bench/results/profile.tmp/ (gitignored; open it in Chrome DevTools or speedscope).
+// Writes bench/results/profile-<config>.md and keeps the raw .cpuprofile in bench/results/profile.tmp/
+// (gitignored; open it in Chrome DevTools or speedscope).
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RESULTS, ROOT, configurations, pinToLoadCore, startSink, startServer, closedLoad, checkResponses, cpuMicros } from './lib.mjs';
+import { header, row } from './render.mjs';
 
-const { values: args } = parseArgs({
-  options: {
-    config: { type: 'string', default: 'service-full' },
-    duration: { type: 'string', default: '10' },
-    warmup: { type: 'string', default: '3' },
-    connections: { type: 'string', default: '50' },
-    top: { type: 'string', default: '25' },
-    profile: { type: 'string' }, // summarise an existing profile instead of recording one
-    interval: { type: 'string', default: '1000' }, // sampling interval, µs (smaller = more overhead)
-  },
-});
-
+const { values: args } = parseArgs({ options: { config: { type: 'string', default: 'service-full' }, duration: { type: 'string', default: '10' } } });
+const [WARMUP, CONNECTIONS, TOP] = [3, 50, 25];
 const profDir = path.join(RESULTS, 'profile.tmp');
 
 async function record() {
@@ -37,17 +27,15 @@ async function record() {
   try {
     const config = configurations(sink.port)[args.config];
     if (!config) throw new Error(`unknown configuration ${args.config}`);
-    // Node's default 1 ms sampling: finer sampling costs the server CPU of its own and inflates
-    // the share of system calls; many requests per run give enough samples anyway.
-    config.nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-interval=${args.interval}`];
+    config.nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`];
     const server = await startServer(args.config, config);
     await checkResponses(args.config, server.port);
-    await closedLoad(server.port, Number(args.warmup), Number(args.connections));
+    await closedLoad(server.port, WARMUP, CONNECTIONS);
     // V8 stamps samples with the monotonic clock in µs, the same clock as process.hrtime, so
     // the summary can keep only the measured window (no start-up, no warm-up, no shutdown).
     const windowUs = [Number(process.hrtime.bigint() / 1000n)];
     const cpu0 = cpuMicros(server.pid);
-    const load = await closedLoad(server.port, Number(args.duration), Number(args.connections));
+    const load = await closedLoad(server.port, Number(args.duration), CONNECTIONS);
     const cpuUs = (cpuMicros(server.pid) - cpu0) / load.requests;
     windowUs.push(Number(process.hrtime.bigint() / 1000n));
     const exit = await server.stop();
@@ -89,11 +77,11 @@ function summarise(profile, top, windowUs) {
   profile.samples.forEach((id, i) => {
     const dt = Math.max(0, profile.timeDeltas[i] ?? 0);
     t += profile.timeDeltas[i] ?? 0;
-    if (windowUs && (t < windowUs[0] || t > windowUs[1])) return;
+    if (t < windowUs[0] || t > windowUs[1]) return;
     selfUs.set(id, (selfUs.get(id) ?? 0) + dt);
     total += dt;
   });
-  if (windowUs && total === 0) throw new Error('no samples in the measured window: clocks differ?');
+  if (total === 0) throw new Error('no samples in the measured window: clocks differ?');
   const idle = [...selfUs].filter(([id]) => byId.get(id).callFrame.functionName === '(idle)').reduce((a, [, t]) => a + t, 0);
   const busy = total - idle;
 
@@ -117,20 +105,15 @@ function summarise(profile, top, windowUs) {
     }
     fnSelf.set(fnKey, (fnSelf.get(fnKey) ?? 0) + t);
     modSelf.set(mod, (modSelf.get(mod) ?? 0) + t);
-    // Inclusive by package: each package on this sample's stack once.
-    const seen = new Set();
-    for (let cur = id; cur !== undefined; cur = parent.get(cur)) {
-      const m = moduleOf(byId.get(cur).callFrame);
-      if (m.startsWith('(') || m.startsWith('node:')) continue;
-      seen.add(m);
-    }
-    for (const m of seen) pkgIncl.set(m, (pkgIncl.get(m) ?? 0) + t);
-    // Inclusive by function: each JavaScript function on the stack once (recursion counted once).
-    const fns = new Set();
+    // Inclusive: each package and each JavaScript function on this sample's stack once (recursion counted once).
+    const [pkgs, fns] = [new Set(), new Set()];
     for (let cur = id; cur !== undefined; cur = parent.get(cur)) {
       const c = byId.get(cur).callFrame;
-      if (c.url) fns.add(`${c.functionName || '(anonymous)'} ${moduleOf(c)}:${c.lineNumber + 1}`);
+      const m = moduleOf(c);
+      if (!m.startsWith('(') && !m.startsWith('node:')) pkgs.add(m);
+      if (c.url) fns.add(`${c.functionName || '(anonymous)'} ${m}:${c.lineNumber + 1}`);
     }
+    for (const m of pkgs) pkgIncl.set(m, (pkgIncl.get(m) ?? 0) + t);
     for (const k of fns) fnIncl.set(k, (fnIncl.get(k) ?? 0) + t);
   }
   const table = (map, n) =>
@@ -150,52 +133,33 @@ function summarise(profile, top, windowUs) {
 }
 
 function markdown(s, meta) {
-  const rows = (items) => items.map((r) => `| ${r.name.replace(/\|/g, '\\|')} | ${r.ms.toFixed(0)} | ${r.pct.toFixed(1)} |`).join('\n');
-  return `# CPU profile: ${meta.config}
-
-${meta.date}, Node ${process.version}. ${meta.detail}
-Busy (non-idle) time ${s.busyMs.toFixed(0)} ms of ${s.totalMs.toFixed(0)} ms sampled (idle ${s.idlePct.toFixed(1)} %). Percentages are of busy time.
-Profile: \`${meta.file}\`.
-
-## Self time by module (native frames charged to their JavaScript caller's module)
-
-| module | ms | % |
-|---|---|---|
-${rows(s.modules)}
-
-## Inclusive time by package (time anywhere below the package's frames)
-
-| package | ms | % |
-|---|---|---|
-${rows(s.inclusive)}
-
-## Inclusive time by function (JavaScript frames)
-
-| function module:line | ms | % |
-|---|---|---|
-${rows(s.inclusiveFunctions)}
-
-## Self time by function
-
-| function module:line | ms | % |
-|---|---|---|
-${rows(s.functions)}
-`;
+  const table = (title, what, items) => [
+    `## ${title}`,
+    '',
+    ...header([what, 'ms', '%']),
+    ...items.map((r) => row([r.name.replace(/\|/g, '\\|'), r.ms.toFixed(0), r.pct.toFixed(1)])),
+    '',
+  ];
+  return [
+    `# CPU profile: ${meta.config}`,
+    '',
+    `${meta.date}, Node ${process.version}. ${meta.detail}`,
+    `Busy (non-idle) time ${s.busyMs.toFixed(0)} ms of ${s.totalMs.toFixed(0)} ms sampled (idle ${s.idlePct.toFixed(1)} %). Percentages are of busy time.`,
+    `Profile: \`${meta.file}\`.`,
+    '',
+    ...table("Self time by module (native frames charged to their JavaScript caller's module)", 'module', s.modules),
+    ...table("Inclusive time by package (time anywhere below the package's frames)", 'package', s.inclusive),
+    ...table('Inclusive time by function (JavaScript frames)', 'function module:line', s.inclusiveFunctions),
+    ...table('Self time by function', 'function module:line', s.functions),
+  ].join('\n');
 }
 
-const top = Number(args.top);
-let file = args.profile;
-let detail = 'Summary of an existing profile (whole run).';
-let recorded;
-if (!file) {
-  const r = (recorded = await record());
-  file = r.file;
-  detail =
-    `Closed-loop wrk load, ${args.connections} connections, ${args.duration} s after ${args.warmup} s warm-up: ` +
-    `${r.load.rps.toFixed(0)} req/s, ${r.cpuUs.toFixed(1)} CPU µs/request (with the profiler on: compare only within a profile). Only samples from the measured window.`;
-}
-const summary = summarise(JSON.parse(fs.readFileSync(file, 'utf8')), top, recorded?.windowUs);
-const md = markdown(summary, { config: args.config, date: new Date().toISOString(), detail, file: path.relative(ROOT, file) });
+const r = await record();
+const detail =
+  `Closed-loop wrk load, ${CONNECTIONS} connections, ${args.duration} s after ${WARMUP} s warm-up: ` +
+  `${r.load.rps.toFixed(0)} req/s, ${r.cpuUs.toFixed(1)} CPU µs/request (with the profiler on: compare only within a profile). Only samples from the measured window.`;
+const summary = summarise(JSON.parse(fs.readFileSync(r.file, 'utf8')), TOP, r.windowUs);
+const md = markdown(summary, { config: args.config, date: new Date().toISOString(), detail, file: path.relative(ROOT, r.file) });
 const out = path.join(RESULTS, `profile-${args.config}.md`);
 fs.writeFileSync(out, md);
 console.log(md);

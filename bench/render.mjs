@@ -5,8 +5,8 @@ import { AGAINST, max, median, min } from './lib.mjs';
 /** A number with `d` decimals, or '–' when there is none. */
 export const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '–');
 
-const row = (cells) => `| ${cells.join(' | ')} |`;
-const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
+export const row = (cells) => `| ${cells.join(' | ')} |`;
+export const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
 
 /** The cells of one closed-loop summary, from "CPU µs/request" to "errors". */
 const closedCells = (s) => [

@@ -1,15 +1,8 @@
-// The benchmark harness of product-service. See bench/README.md for what it measures and why.
-//
-//   sh scripts/node.sh bench/run.mjs [--rounds 5] [--duration 10] [--warmup 3] [--connections 50]
-//       [--configs plain-http,service-off,service-full,straightforward] [--rate-mode] [--rate N]
-//       [--soak SECONDS [--soak-configs service-full]] [--startup N] [--node-args '--flag ...']
-//       [--against DIR [--against-env 'NAME=value ...']] [--rate-warmup S] [--smoke] [--out DIR]
-//       [--render bench/results/latest.json]
-//
-// This file holds the options and the order of the run; one measurement is in measure.mjs, the
-// medians and goals in summary.mjs, the Markdown in render.mjs. Configurations are interleaved
-// (A B C D A B C D ...) over the rounds because the machine is shared and noisy: only numbers
-// measured in the same run are compared.
+// The benchmark harness of product-service (`npm run bench`): the options and the order of the
+// run. Method and options: bench/README.md. One measurement is in measure.mjs, the medians and
+// goals in summary.mjs, the Markdown in render.mjs. Configurations are interleaved (A B C D A B C
+// D ...) over the rounds because the machine is shared and noisy: only numbers measured in the
+// same run are compared.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -21,55 +14,38 @@ import {
   RESULTS,
   ROOT,
   SERVER_CORE,
-  SERVICE,
   configurations,
   logDir,
   machineInfo,
   pinToLoadCore,
   snapshotService,
   startSink,
-  wrkAvailable,
+  endRun,
+  note,
+  problems,
 } from './lib.mjs';
 import { writeBlock } from './markdown-block.mjs';
 import { f, markdown } from './render.mjs';
 import { goals, summarise } from './summary.mjs';
-
-// ---------------------------------------------------------------------------------------------
-// Options
 
 const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string' },
     duration: { type: 'string' }, // seconds of measured load per configuration and round
     warmup: { type: 'string' }, // seconds of load before the measured window (JIT, pools)
-    idle: { type: 'string' }, // seconds to sit idle after start-up before reading idle RSS
     connections: { type: 'string' },
     configs: { type: 'string' },
     'rate-mode': { type: 'boolean' },
     rate: { type: 'string' }, // fixed rate (req/s) instead of half of each config's max
     'rate-rounds': { type: 'string' }, // rounds of the fixed-rate phase (default: --rounds)
-    'rate-warmup': { type: 'string' }, // seconds at the fixed rate before its measured window
-    soak: { type: 'string' }, // seconds of sustained load for the RSS growth check
-    'soak-configs': { type: 'string' },
+    soak: { type: 'string' }, // seconds of sustained load of service-full for the RSS growth check
     startup: { type: 'string' }, // extra start-up-only samples per configuration
     render: { type: 'string' }, // re-write the Markdown (and docs/performance.md) from an existing result JSON
-    'node-args': { type: 'string' }, // extra node flags for the service configurations, e.g. V8 heap sizes
     against: { type: 'string' }, // another build (dist/ + package.json) to run beside this one
     'against-env': { type: 'string' }, // variables for the @against configurations only, e.g. the old defaults
     smoke: { type: 'boolean' },
-    out: { type: 'string' },
-    help: { type: 'boolean' },
   },
 });
-
-if (args.help) {
-  const usage = fs
-    .readFileSync(new URL(import.meta.url), 'utf8')
-    .split('\n')
-    .slice(2, 7);
-  console.log(usage.map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
-  process.exit(0);
-}
 
 const smoke = Boolean(args.smoke);
 if (args['against-env'] && !args.against) throw new Error('--against-env needs --against DIR');
@@ -94,38 +70,22 @@ const opts = {
   rounds: Number(args.rounds ?? (smoke ? 1 : 5)),
   duration: Number(args.duration ?? (smoke ? 1 : 10)),
   warmup: Number(args.warmup ?? (smoke ? 0.5 : 3)),
-  idle: Number(args.idle ?? (smoke ? 0.2 : 1)),
+  idle: smoke ? 0.2 : 1,
   connections: Number(args.connections ?? 50),
   rateMode: Boolean(args['rate-mode'] || smoke),
   rate: args.rate ? Number(args.rate) : undefined,
   rateRounds: Number(args['rate-rounds'] ?? (args.rounds === '0' ? 3 : (args.rounds ?? (smoke ? 1 : 5)))),
   // A traced process's first seconds have one-time stalls (lazy compilation, the first exports)
   // that would otherwise set a short window's p99.
-  rateWarmup: Number(args['rate-warmup'] ?? (smoke ? 0 : 10)),
+  rateWarmup: smoke ? 0 : 10,
   soak: args.soak ? Number(args.soak) : 0,
-  soakConfigs: (args['soak-configs'] ?? 'service-full').split(','),
   startup: Number(args.startup ?? 0),
-  nodeArgs: args['node-args'] ? args['node-args'].split(' ').filter(Boolean) : [],
   againstEnv: envPairs(args['against-env']),
   // With --against, each service configuration is followed by the same one of the other build.
   configs: args.against ? configs.flatMap((n) => (SERVICE_CONFIGS.includes(n) ? [n, `${n}${AGAINST}`] : [n])) : configs,
   // Only a full run of this build replaces the committed results; *.tmp is gitignored.
-  out: args.out ? path.resolve(ROOT, args.out) : path.join(RESULTS, smoke ? 'smoke.tmp' : args.against ? 'ab.tmp' : ''),
+  out: path.join(RESULTS, smoke ? 'smoke.tmp' : args.against ? 'ab.tmp' : ''),
 };
-
-/** The Markdown block, in the performance page, that a full run rewrites. */
-const PERFORMANCE_PAGE = path.join(ROOT, 'docs', 'performance.md');
-const PERFORMANCE_BLOCK = 'bench:latest';
-
-// ---------------------------------------------------------------------------------------------
-// The run
-
-const problems = [];
-/** A configuration that misbehaved: reported at once, and it makes the run exit 1. */
-function note(msg) {
-  problems.push(msg);
-  console.error(`PROBLEM: ${msg}`);
-}
 
 /**
  * Runs `measure(name, round)` for every configuration in every round, interleaved, and `check`s
@@ -196,7 +156,7 @@ async function measureAll(all, sink) {
 
   const soaks = await interleaved(
     opts.soak > 0 ? 1 : 0,
-    opts.soakConfigs,
+    ['service-full'],
     (name) => `${name} soak`,
     (name) => soak(name, all[name], opts.soak, opts.connections),
     (s, what) => {
@@ -208,73 +168,42 @@ async function measureAll(all, sink) {
   return { summary, samples, rate, soak: soaks, startups };
 }
 
-/** Where the services run from: copies of the builds, so that a rebuild during the run cannot mix two. */
-function serviceDirs() {
-  const usesService = opts.configs.some((n) => SERVICE_CONFIGS.includes(n));
-  if (usesService && !fs.existsSync(path.join(ROOT, 'dist/main.js'))) {
-    throw new Error('dist/main.js is missing: run `npm run build` first');
-  }
-  return {
-    serviceDir: usesService ? snapshotService() : ROOT,
-    againstDir: args.against ? snapshotService('against.tmp', path.resolve(args.against)) : undefined,
-  };
-}
-
-/** The other build's revision when its directory says (a REVISION file, as `git rev-parse` wrote it). */
-function againstRevision(dir) {
-  const file = path.join(dir, 'REVISION');
-  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : undefined;
-}
-
-function machine() {
-  return {
-    ...machineInfo(`server on core ${SERVER_CORE}; load, sink, harness on core ${LOAD_CORE}`),
-    loadGenerator: wrkAvailable() ? execFileSync('sh', ['-c', 'wrk --version 2>&1 | head -1 || true']).toString().trim() : 'autocannon',
-  };
-}
-
-/** Writes the result JSON and its Markdown; a full run of this build also rewrites docs/performance.md's block. */
-function publish(result) {
+/**
+ * Writes the Markdown of a result beside its JSON (`file`, written too when `write`); the published
+ * results (bench/results/latest.json) also go into docs/performance.md's block.
+ */
+function publish(result, file, write) {
   result.goals = goals(result.summary, result.rate, result.soak, result.startups);
   const md = markdown(result);
-  fs.mkdirSync(opts.out, { recursive: true });
-  fs.writeFileSync(path.join(opts.out, 'latest.json'), JSON.stringify(result, null, 2) + '\n');
-  fs.writeFileSync(path.join(opts.out, 'latest.md'), md);
-  if (opts.out === RESULTS) writeBlock(PERFORMANCE_PAGE, PERFORMANCE_BLOCK, md);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  if (write) fs.writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+  fs.writeFileSync(path.join(path.dirname(file), 'latest.md'), md);
+  if (file === path.join(RESULTS, 'latest.json')) writeBlock(path.join(ROOT, 'docs', 'performance.md'), 'bench:latest', md);
   console.log(md);
-  console.error(`wrote ${path.relative(ROOT, path.join(opts.out, 'latest.json'))} and latest.md`);
-}
-
-/** --render: the Markdown again from a result JSON (after a change to the tables' format). */
-function render(file) {
-  const result = JSON.parse(fs.readFileSync(path.resolve(file), 'utf8'));
-  result.startups ??= [];
-  result.goals = goals(result.summary, result.rate, result.soak, result.startups);
-  const md = markdown(result);
-  fs.writeFileSync(path.join(path.dirname(path.resolve(file)), 'latest.md'), md);
-  if (path.resolve(file) === path.join(RESULTS, 'latest.json')) writeBlock(PERFORMANCE_PAGE, PERFORMANCE_BLOCK, md);
-  console.log(md);
+  console.error(`wrote ${path.relative(ROOT, path.dirname(file))}/${write ? 'latest.json and ' : ''}latest.md`);
 }
 
 async function main() {
-  if (args.render) return render(args.render);
+  if (args.render) return publish(JSON.parse(fs.readFileSync(path.resolve(args.render), 'utf8')), path.resolve(args.render), false);
   const started = new Date();
   pinToLoadCore();
-  const { serviceDir, againstDir } = serviceDirs();
+  // Copies of the builds, so that a rebuild during the run cannot mix two.
+  const serviceDir = opts.configs.some((n) => SERVICE_CONFIGS.includes(n)) ? snapshotService() : ROOT;
+  const againstDir = args.against ? snapshotService('against.tmp', path.resolve(args.against)) : undefined;
   const sink = await startSink();
   try {
     const all = configurations(sink.port, serviceDir, againstDir);
-    for (const config of Object.values(all)) if (config.args === SERVICE) config.nodeArgs = opts.nodeArgs;
     for (const [name, config] of Object.entries(all)) if (name.endsWith(AGAINST)) config.env = { ...config.env, ...opts.againstEnv };
-    for (const name of [...opts.configs, ...(opts.soak > 0 ? opts.soakConfigs : [])]) {
-      if (!all[name]) throw new Error(`unknown configuration ${name}; known: ${Object.keys(all).join(', ')}`);
-    }
+    for (const name of opts.configs) if (!all[name]) throw new Error(`unknown configuration ${name}; known: ${Object.keys(all).join(', ')}`);
     const measured = await measureAll(all, sink);
-    const revision = againstDir && againstRevision(path.resolve(args.against));
-    publish({
+    // The other build's revision when its directory says (a REVISION file, as `git rev-parse` wrote it).
+    const revisionFile = args.against && path.resolve(args.against, 'REVISION');
+    const revision = revisionFile && fs.existsSync(revisionFile) && fs.readFileSync(revisionFile, 'utf8').trim();
+    const wrk = execFileSync('sh', ['-c', 'wrk --version 2>&1 | head -1 || true']).toString().trim();
+    const result = {
       meta: {
         date: started.toISOString(),
-        machine: machine(),
+        machine: { ...machineInfo(`server on core ${SERVER_CORE}; load, sink, harness on core ${LOAD_CORE}`), loadGenerator: wrk },
         command: `sh scripts/node.sh bench/run.mjs ${process.argv.slice(2).join(' ')}`.trim(),
         // The output directory relative to the repository: results name no path of the machine.
         options: { ...opts, out: path.relative(ROOT, opts.out) },
@@ -289,21 +218,14 @@ async function main() {
             args['against-env'] ? `, run with ${args['against-env']}` : ''
           }`,
       },
-      summary: measured.summary,
-      goals: [],
-      samples: measured.samples,
-      rate: measured.rate,
-      soak: measured.soak,
-      startups: measured.startups,
+      ...measured,
       problems,
-    });
+    };
+    publish(result, path.join(opts.out, 'latest.json'), true);
   } finally {
     sink.stop();
   }
-  if (problems.length) {
-    console.error(`${problems.length} problem(s); the numbers above may not mean what they say.`);
-    process.exitCode = 1;
-  }
+  endRun();
 }
 
 await main();

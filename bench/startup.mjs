@@ -1,12 +1,10 @@
-// Start-up only: spawn → first 200 on GET /health, for plain node:http and for the
-// service with tracing off, on without the bundle, on with it, each with and without Node's
-// compile cache. Configurations are interleaved (A B C … A B C …) because this machine is shared
-// and noisy; the summary gives medians and the ratio to plain node:http's median of the same run,
-// plus the idle RSS (VmRSS 1 s after start-up).
+// Start-up only: spawn → first 200 on GET /health, for plain node:http and for the service with
+// tracing off, on without the bundle, on with it, each with and without Node's compile cache.
+// Configurations are interleaved (A B C … A B C …) because this machine is shared and noisy; the
+// summary gives medians and the ratio to plain node:http's median of the same run, the CPU to
+// healthy and the idle RSS (VmRSS 1 s after start-up).
 //
-//   npm run build
-//   sh scripts/node.sh bench/startup.mjs [--rounds 15] [--configs plain-http,bundled,...] [--idle-ms 1000]
-//       [--flags=--max-semi-space-size=8]   (adds bundled+cache+flags: the same with these node flags)
+//   npm run build && sh scripts/node.sh bench/startup.mjs [--rounds 15] [--configs plain-http,bundled,...]
 //
 // The service runs from copies of dist/ in bench/results/startup.tmp/ (gitignored): `bundled` as
 // built, `unbundled` without dist/observability/telemetry.bundle.js (main.js then requires
@@ -20,14 +18,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PIN, RESULTS, ROOT, cpuMicros, freePorts, median, min, max, pinToLoadCore, rssMb, snapshotService, startServer } from './lib.mjs';
 
-const { values: args } = parseArgs({
-  options: {
-    rounds: { type: 'string', default: '15' },
-    configs: { type: 'string' },
-    'idle-ms': { type: 'string', default: '1000' },
-    flags: { type: 'string' }, // Node/V8 flags to try: adds a configuration bundled+cache+flags
-  },
-});
+const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '15' }, configs: { type: 'string' } } });
 
 const TMP = path.join(RESULTS, 'startup.tmp');
 const BUNDLE = 'observability/telemetry.bundle.js';
@@ -35,41 +26,24 @@ const BUNDLE = 'observability/telemetry.bundle.js';
 function prepare() {
   if (!fs.existsSync(path.join(ROOT, 'dist', BUNDLE))) throw new Error(`dist/${BUNDLE} is missing: run npm run build first`);
   fs.rmSync(TMP, { recursive: true, force: true });
-  for (const variant of ['bundled', 'unbundled']) {
-    const dir = snapshotService(`startup.tmp/${variant}`);
-    if (variant === 'unbundled') fs.rmSync(path.join(dir, 'dist', BUNDLE));
-  }
+  snapshotService('startup.tmp/bundled');
+  fs.rmSync(path.join(snapshotService('startup.tmp/unbundled'), 'dist', BUNDLE));
   fs.mkdirSync(path.join(TMP, 'cache'));
 }
 
 function configurations(closedPort) {
   const tracing = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${closedPort}` };
-  const noCache = { NODE_DISABLE_COMPILE_CACHE: '1' };
-  const cache = (name) => ({ NODE_COMPILE_CACHE: path.join(TMP, 'cache', name) });
-  const service = (variant) => ({ args: [path.join(TMP, variant, 'dist/main.js')], cwd: path.join(TMP, variant) });
-  return {
-    'plain-http': { title: 'plain node:http', args: ['bench/baseline-http.cjs'], env: {} },
-    'service-off': { title: 'service, OTEL_SDK_DISABLED=true', ...service('bundled'), env: { OTEL_SDK_DISABLED: 'true', ...noCache } },
-    'service-off+cache': {
-      title: 'service, OTEL_SDK_DISABLED=true, compile cache warm',
-      ...service('bundled'),
-      env: { OTEL_SDK_DISABLED: 'true', ...cache('off') },
-    },
-    unbundled: { title: 'tracing on, unbundled', ...service('unbundled'), env: { ...tracing, ...noCache } },
-    'unbundled+cache': { title: 'tracing on, unbundled, compile cache warm', ...service('unbundled'), env: { ...tracing, ...cache('unbundled') } },
-    bundled: { title: 'tracing on, bundled', ...service('bundled'), env: { ...tracing, ...noCache } },
-    'bundled+cache': { title: 'tracing on, bundled, compile cache warm (npm start, image)', ...service('bundled'), env: { ...tracing, ...cache('bundled') } },
-    ...(args.flags
-      ? {
-          'bundled+cache+flags': {
-            title: `as bundled+cache, with node ${args.flags}`,
-            ...service('bundled'),
-            nodeArgs: args.flags.split(/\s+/),
-            env: { ...tracing, ...cache('bundled-flags') },
-          },
-        }
-      : {}),
-  };
+  const all = { 'plain-http': { title: 'plain node:http', args: ['bench/baseline-http.cjs'], env: {} } };
+  for (const [name, variant, title, env] of [
+    ['service-off', 'bundled', 'service, OTEL_SDK_DISABLED=true', { OTEL_SDK_DISABLED: 'true' }],
+    ['unbundled', 'unbundled', 'tracing on, unbundled', tracing],
+    ['bundled', 'bundled', 'tracing on, bundled', tracing],
+  ]) {
+    const service = { args: [path.join(TMP, variant, 'dist/main.js')], cwd: path.join(TMP, variant) };
+    all[name] = { title, ...service, env: { ...env, NODE_DISABLE_COMPILE_CACHE: '1' } };
+    all[`${name}+cache`] = { title: `${title}, compile cache warm`, ...service, env: { ...env, NODE_COMPILE_CACHE: path.join(TMP, 'cache', name) } };
+  }
+  return all;
 }
 
 /** One start: the time to the first healthy /health, then the RSS after idling; then SIGTERM. */
@@ -78,7 +52,7 @@ async function once(name, config) {
   // CPU time (user + system, all threads) until healthy: steadier than the wall clock when the
   // machine is busy, but only in 10 ms ticks.
   const cpuMs = cpuMicros(server.pid) / 1000;
-  await sleep(Number(args['idle-ms']));
+  await sleep(1000);
   const rss = rssMb(server.pid);
   const exit = await server.stop();
   if (exit.code !== 0) throw new Error(`${name} exited ${JSON.stringify(exit)}; see ${server.stderrPath}`);
@@ -113,8 +87,8 @@ async function main() {
     console.error(`round ${round}/${rounds}: ${line.join('  ')} ms`);
   }
 
-  const plain = samples['plain-http'] ? median(samples['plain-http'].map((s) => s.startupMs)) : NaN;
-  const plainCpu = samples['plain-http'] ? median(samples['plain-http'].map((s) => s.cpuMs)) : NaN;
+  const plain = median((samples['plain-http'] ?? []).map((s) => s.startupMs));
+  const plainCpu = median((samples['plain-http'] ?? []).map((s) => s.cpuMs));
   const f = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : '–');
   const rows = [
     `Start-up (spawn → first 200 on /health), ${rounds} interleaved rounds, Node ${process.version}, ${PIN ? 'server on core 0, harness on core 1' : 'unpinned'}:`,

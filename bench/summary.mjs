@@ -27,21 +27,14 @@ export function summarise(samples, names) {
     const mine = samples.filter((s) => s.config === name);
     const col = (k) => mine.map((s) => s[k]);
     const ratios = ratiosPerRound(samples, name, BASE);
+    const medians = ['cpuUsPerRequest', 'rps', 'p50Ms', 'p99Ms', 'rssIdleMb', 'rssPeakMb', 'startupMs', 'spansPerRequest', 'otlpBytesPerRequest'];
     summary[name] = {
       rounds: mine.length,
-      cpuUsPerRequest: median(col('cpuUsPerRequest')),
+      ...Object.fromEntries(medians.map((k) => [k, median(col(k))])),
       cpuUsPerRequestMin: min(col('cpuUsPerRequest')),
       cpuUsPerRequestMax: max(col('cpuUsPerRequest')),
       sysUsPerRequest: median(col('sysUs')),
-      rps: median(col('rps')),
-      p50Ms: median(col('p50Ms')),
-      p99Ms: median(col('p99Ms')),
-      rssIdleMb: median(col('rssIdleMb')),
-      rssPeakMb: median(col('rssPeakMb')),
       rssPeakMaxMb: max(col('rssPeakMb')),
-      startupMs: median(col('startupMs')),
-      spansPerRequest: median(col('spansPerRequest')),
-      otlpBytesPerRequest: median(col('otlpBytesPerRequest')),
       errors: col('errors').reduce((a, b) => a + b, 0),
       cpuRatio: median(ratios),
       cpuRatios: ratios,

@@ -5,7 +5,7 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuMicros, max, request, rssMb, withRssSampling } from '../lib.mjs';
 import { chunkedUpload, connected, parseResponses, rawCase, rawExchange, settleOnce, writeAllThenRead } from './clients.mjs';
-import { MB, health, metricSum, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
+import { MB, countsText, health, metricSum, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
 
 /** 1. Framing that two parsers could read differently: the bytes after the first request must never be served. */
 export async function requestSmuggling(ctx) {
@@ -80,9 +80,11 @@ export async function pipeliningFlood(ctx) {
     rows.push({
       sent: `40 connections pipelining \`POST /product\` for 8 s, never reading${reconnect ? ', reconnecting at once when closed' : ''}`,
       got: `${flood.requestsWritten} requests written (${(flood.bytesWritten / MB).toFixed(0)} MB) on ${flood.opened} connections, ${flood.closedByServer} closed by the server; ${health(h)}`,
-      failures: reconnect
-        ? [...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`])]
-        : [...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]), ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`])],
+      // The reconnecting flood's probes are recorded, not judged (see above).
+      failures: [
+        ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
+        ...(reconnect || h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+      ],
       rssMb: peak,
       details: { flood, health: h },
     });
@@ -100,6 +102,31 @@ const CAP = { api: 2048, metrics: 64 };
 export const slowlorisAndIdle = (ctx) => slowlorisOn(ctx, 'api', 500, 1400);
 
 /**
+ * Opens `n` connections to `port`, 250 at a time (a burst of thousands of SYNs overflows the accept
+ * backlog and costs 1 s retries), each sent `first` once connected, and each recording its answer
+ * and when it was closed (s after `from`, else after it was opened).
+ */
+async function openMany(port, n, first, from) {
+  const all = [];
+  for (let i = 0; i < n; i += 250) {
+    const batch = Array.from({ length: Math.min(250, n - i) }, () => {
+      const c = { socket: net.connect(port, '127.0.0.1'), answer: '', closedAfterS: NaN, since: from ?? performance.now() };
+      c.socket.on('data', (d) => (c.answer += d.toString('latin1')));
+      c.socket.on('error', () => {});
+      c.socket.on('close', () => (c.closedAfterS = (performance.now() - c.since) / 1000));
+      return c;
+    });
+    await Promise.all(batch.map((c) => connected(c.socket)));
+    if (first) for (const c of batch) c.socket.write(first);
+    all.push(...batch);
+  }
+  return all;
+}
+
+/** The status of a connection's first answer. */
+const firstStatus = (c) => (c.answer ? (parseResponses(c.answer)[0]?.status ?? 'garbled') : 'none');
+
+/**
  * `tricklers` connections trickling the headers of a request to `port` ('api' or 'metrics') and
  * `idlers` saying nothing, while /health on the API port is probed: all must be cut off with 408.
  */
@@ -107,37 +134,15 @@ async function slowlorisOn(ctx, port, tricklers, idlers) {
   const svc = await ctx.start(`slowloris-${port}`);
   const target = port === 'api' ? svc.port : svc.metricsPort;
   const t0 = performance.now();
-  const track = (socket) => {
-    const c = { socket, answer: '', closedAfterS: NaN, connectedAt: performance.now() };
-    socket.on('data', (d) => {
-      c.answer += d.toString('latin1');
-    });
-    socket.on('error', () => {});
-    socket.on('close', () => {
-      c.closedAfterS = (performance.now() - c.connectedAt) / 1000;
-    });
-    return c;
-  };
-  const open = async (n) => {
-    const all = [];
-    // 250 at a time: a burst of thousands of SYNs overflows the accept backlog and costs 1 s retries.
-    for (let i = 0; i < n; i += 250) {
-      const batch = Array.from({ length: Math.min(250, n - i) }, () => net.connect(target, '127.0.0.1'));
-      await Promise.all(batch.map(connected));
-      all.push(...batch.map(track));
-    }
-    return all;
-  };
   const probe = startHealthProbe(svc.port);
   const header = `GET ${port === 'api' ? '/health' : '/metrics'} HTTP/1.1\r\nHost: localhost\r\nX-Slow: ${'a'.repeat(100)}`;
-  const trickling = await open(tricklers);
+  const trickling = await openMany(target, tricklers, header[0]);
   let sentBytes = 0;
   const trickle = setInterval(() => {
     sentBytes++;
     for (const c of trickling) if (!c.socket.destroyed) c.socket.write(header[Math.min(sentBytes, header.length - 1)]);
   }, 1000);
-  trickling.forEach((c) => c.socket.write(header[0]));
-  const idle = await open(idlers);
+  const idle = await openMany(target, idlers);
   const openedS = (performance.now() - t0) / 1000;
   // headersTimeout is 10 s and Node checks it every 5 s: everything should be cut off by ~15 s.
   const deadline = t0 + 17_000;
@@ -146,30 +151,18 @@ async function slowlorisOn(ctx, port, tricklers, idlers) {
   const h = await probe.stop();
   const summary = (conns) => {
     const closed = conns.filter((c) => Number.isFinite(c.closedAfterS));
-    const statuses = {};
-    for (const c of closed) {
-      const status = c.answer ? (parseResponses(c.answer)[0]?.status ?? 'garbled') : 'none';
-      statuses[status] = (statuses[status] ?? 0) + 1;
-    }
-    return {
-      closed: closed.length,
-      statuses,
-      closedAfterS: { min: Math.min(...closed.map((c) => c.closedAfterS)), max: max(closed.map((c) => c.closedAfterS)) },
-    };
+    const times = closed.map((c) => c.closedAfterS);
+    return { closed: closed.length, statuses: tally(closed.map(firstStatus)), closedAfterS: { min: Math.min(...times), max: max(times) } };
   };
   const t = summary(trickling);
   const i = summary(idle);
   for (const c of [...trickling, ...idle]) c.socket.destroy();
-  const statusText = (s) =>
-    Object.entries(s.statuses)
-      .map(([k, v]) => `${v}× ${k}`)
-      .join(', ') || 'none';
   const span = (s) => (s.closed ? `after ${s.closedAfterS.min.toFixed(0)}–${s.closedAfterS.max.toFixed(0)} s` : '');
   const peak = svc.peakRssMb();
   return [
     {
       sent: `${tricklers} connections trickling headers 1 byte/s + ${idlers} idle connections (all open in ${openedS.toFixed(1)} s), watched ${((performance.now() - t0) / 1000).toFixed(0)} s`,
-      got: `trickling: ${t.closed}/${tricklers} closed ${span(t)} (${statusText(t)}); idle: ${i.closed}/${idlers} closed ${span(i)} (${statusText(i)}); ${health(h)}`,
+      got: `trickling: ${t.closed}/${tricklers} closed ${span(t)} (${countsText(t.statuses) || 'none'}); idle: ${i.closed}/${idlers} closed ${span(i)} (${countsText(i.statuses) || 'none'}); ${health(h)}`,
       failures: [
         ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
         ...(t.closed === tricklers && t.statuses[408] === tricklers ? [] : ['not every trickling connection got 408']),
@@ -213,9 +206,7 @@ export async function oversizedBodies(ctx) {
     const endings = tally(results.map((r) => r.ending));
     rows.push({
       sent: '20 clients × 20 MB body with `Content-Length`, writing all of it before reading',
-      got: `${got413}/20 read the 413; ${Object.entries(endings)
-        .map(([k, v]) => `${v}× ${k}`)
-        .join(', ')}`,
+      got: `${got413}/20 read the 413; ${countsText(endings)}`,
       failures: got413 === 20 ? [] : [`${20 - got413} of 20 never saw the 413`],
       rssMb: svc.peakRssMb(),
       details: { endings, bytesSent: results.map((r) => r.bytesSent) },
@@ -391,25 +382,8 @@ async function holdPastCap(ctx, port, count) {
     );
   const rssBefore = rssMb(svc.pid);
   const head = `GET ${port === 'api' ? '/health' : '/metrics'} HTTP/1.1\r\nHost: localhost\r\nX-Pad: `;
-  const payload = head + 'a'.repeat(8000 - head.length);
   const t0 = performance.now();
-  const conns = [];
-  for (let i = 0; i < count; i += 250) {
-    const batch = Array.from({ length: Math.min(250, count - i) }, () => {
-      const c = { socket: net.connect(target, '127.0.0.1'), answer: '', closedAfterS: NaN };
-      c.socket.on('data', (d) => {
-        c.answer += d.toString('latin1');
-      });
-      c.socket.on('error', () => {});
-      c.socket.on('close', () => {
-        c.closedAfterS = (performance.now() - t0) / 1000;
-      });
-      return c;
-    });
-    await Promise.all(batch.map((c) => connected(c.socket)));
-    for (const c of batch) c.socket.write(payload);
-    conns.push(...batch);
-  }
+  const conns = await openMany(target, count, head + 'a'.repeat(8000 - head.length), t0);
   await sleep(1000);
   const refused = conns.filter((c) => Number.isFinite(c.closedAfterS) && c.answer === '').length;
   const held = conns.filter((c) => !c.socket.destroyed).length;
@@ -418,7 +392,7 @@ async function holdPastCap(ctx, port, count) {
   const duringNew = await askNew();
   // headersTimeout 10 s, checked every 5 s: the held ones are cut by ~16 s after they opened.
   while (performance.now() - t0 < 20_000 && conns.some((c) => !c.socket.destroyed)) await sleep(250);
-  const cut = tally(conns.filter((c) => c.answer !== '').map((c) => parseResponses(c.answer)[0]?.status ?? 'garbled'));
+  const cut = tally(conns.filter((c) => c.answer !== '').map(firstStatus));
   for (const c of conns) c.socket.destroy();
   await sleep(500);
   const after = await askNew();
@@ -427,13 +401,10 @@ async function holdPastCap(ctx, port, count) {
   admitted.destroy();
   const peak = svc.peakRssMb();
   const cap = CAP[port];
-  const cutText = Object.entries(cut)
-    .map(([k, v]) => `${v}× ${k}`)
-    .join(', ');
   return {
     sent: `${count} connections to the ${port} port (cap ${cap}), each holding an unfinished 8,000-byte request head; /health asked on an API connection opened before, and on new ones`,
     got:
-      `${held} held, ${refused} closed at once${counted === undefined ? '' : ` (counted: ${counted})`}; the held cut after ${Math.max(...conns.filter((c) => c.answer !== '').map((c) => c.closedAfterS)).toFixed(0)} s (${cutText}); ` +
+      `${held} held, ${refused} closed at once${counted === undefined ? '' : ` (counted: ${counted})`}; the held cut after ${Math.max(...conns.filter((c) => c.answer !== '').map((c) => c.closedAfterS)).toFixed(0)} s (${countsText(cut)}); ` +
       `/health during: ${duringAdmitted} on the admitted connection, ${duringNew} on a new one; after: ${after}; RSS ${rssBefore.toFixed(0)} MB before, ${rssHeld.toFixed(0)} MB held, ${rssAfter.toFixed(0)} MB after they closed`,
     failures: [
       // The admitted connection (and, on the API port, the probe's) take places of the API port's cap.

@@ -23,7 +23,6 @@ const WORKERS = {
     const errors = {};
     let refused = 0;
     let failedReused = 0;
-    const messages = {};
     let okAfter = 0;
     let sent = 0;
     const end = Date.now() + o.seconds * 1000;
@@ -62,7 +61,6 @@ const WORKERS = {
           const key = `${err.code ?? err.message} on a ${req?.reusedSocket ? 'kept-alive' : 'new'} connection`;
           errors[key] = (errors[key] ?? 0) + 1;
           if (req?.reusedSocket) failedReused++;
-          messages[err.message] = (messages[err.message] ?? 0) + 1;
           await sleep(10);
         }
       }
@@ -71,7 +69,7 @@ const WORKERS = {
     agent.destroy();
     const ok = statuses[okStatus] ?? 0;
     const all = Object.values(statuses).reduce((a, b) => a + b, 0) + Object.values(errors).reduce((a, b) => a + b, 0);
-    return { sent, ok, okAfter, statuses, errors, messages, refused, failed: all - ok, failedReused };
+    return { sent, ok, okAfter, statuses, errors, refused, failed: all - ok, failedReused };
   },
 
   /**
