@@ -7,13 +7,13 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { CHART_README, codeBlocks, DIAGNOSTICS_DOC } from './docs';
-import { findOne, mainContainer, ofKind, template, type K8sObject } from './helm';
+import { findOne, mainContainer, ofKind, template, type K8sObject, set } from './helm';
 
 const RELEASE = 'products';
 const NAMESPACE = 'shop';
 const DOCS = [CHART_README, DIAGNOSTICS_DOC];
 
-const objects = template(['--set', 'diagnostics.enabled=true', '--set', 'networkPolicy.enabled=true'], RELEASE, NAMESPACE);
+const objects = template(set('diagnostics.enabled=true', 'networkPolicy.enabled=true'), RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
 const podLabels = deployment.spec?.template.metadata?.labels ?? {};
 const containers = new Set([mainContainer(deployment).name]);
