@@ -1,8 +1,6 @@
-// What a platform team's cluster asks of the chart, proven on what `helm template` renders:
-// environment overrides that never render a name twice, extra Node flags, extra volumes, the
-// diagnostics settings, NetworkPolicy egress and extra rules (and the helm test pod's own policy),
-// the Recreate strategy, and a clear refusal when a custom resource's API is missing.
-// test/chart/private-ca.test.ts and diagnostics.test.ts run the image with these settings.
+// What a platform team's cluster asks of the chart, proven on what `helm template` renders: env
+// overrides, Node flags, volumes, diagnostics, NetworkPolicy rules, update strategy, missing CRD APIs.
+// private-ca.test.ts and diagnostics.test.ts run the image with these settings.
 import { describe, expect, it } from 'vitest';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import {

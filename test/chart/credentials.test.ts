@@ -1,9 +1,6 @@
-// Credentials from Secrets. The chart README's recipe for the exporter's credentials
-// (otel.headersSecret): the header variable reaches the container through a secretKeyRef, so no
-// rendered object holds the credential; run as the kubelet would run it, with the Secret's value this
-// test gives, every export request the collector (test/support/otlp-receiver.ts) receives carries the
-// header. NOTES warns when headers would travel in clear text or sit in plain text in extraEnv. The
-// schema checks extraEnv and extraEnvFrom entries as Kubernetes EnvVars and EnvFromSources.
+// Credentials from Secrets: the chart README's recipe (otel.headersSecret) hands the header to the
+// container through a secretKeyRef, and every export request carries it once run; NOTES warns of
+// headers in clear text; the schema checks extraEnv and extraEnvFrom entries as Kubernetes does.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME } from '../container/docker-host';

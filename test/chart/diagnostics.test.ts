@@ -1,10 +1,7 @@
-// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: the chart rendered with
-// diagnostics (and heap snapshots) on runs as the kubelet would run it, and an ephemeral container
-// made from that page's profile (the service's user, the pod's diagnostics volume; restricted: no
-// capabilities, no new privileges), sharing the pod's process and network namespaces as
-// `kubectl debug --target` does, sends the signals and copies the files out. The image's own Node
-// stands in for the debug image's busybox (nothing can be pulled here); it sends the same signals
-// and reads the same paths.
+// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: the pod rendered with
+// diagnostics on, and an ephemeral container made from that page's profile sharing its process and
+// network namespaces (`kubectl debug --target`), which sends the signals and copies the files out.
+// The image's own Node stands in for the debug image's busybox (nothing can be pulled here).
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';

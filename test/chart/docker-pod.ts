@@ -1,9 +1,6 @@
-// A stand-in for a Kubernetes node (scripts/ci/README.md).
-// Runs pods of the rendered chart on the Docker engine as the kubelet would (pod-to-docker.ts), for
-// the chart tests that start the image: docker-run, private-ca and diagnostics. Each test file
-// makes one Pods: its own network (where the Service name resolves to the pod, as cluster DNS
-// resolves it), its containers and the host directories of their volumes, removed by cleanup().
-//
+// A stand-in for a Kubernetes node (scripts/ci/README.md): runs pods of the rendered chart on Docker
+// as the kubelet would (pod-to-docker.ts). Each test file makes one Pods: its own network (where the
+// Service name resolves to the pod), its containers and volumes' host directories, removed by cleanUp().
 // Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
 // the container tests (`npm run test:container`), which .ci/run runs first, or the image that
 // PRODUCT_SERVICE_IMAGE names (release.yml: the digest a chart pins).
@@ -17,7 +14,7 @@ import { stringify } from 'yaml';
 import { DOCKER, requireDockerEngine } from '../container/docker-host';
 import type { OtlpReceiver } from '../support/otlp-receiver';
 import { containerPort, findOne, mainContainer, must, podSpecOf, set, template } from './helm';
-import { commandArgs, probeUntil, translatePod, type Translation } from './pod-to-docker';
+import { commandArgs, probeUntil, translatePod, type PodInputs, type Translation } from './pod-to-docker';
 
 export const IMAGE = process.env.PRODUCT_SERVICE_IMAGE ?? 'product-service:test';
 /** Values that make the chart run that image, never pulled. */
@@ -88,13 +85,9 @@ export interface RunningPod {
   secondsToStart: number;
 }
 
-export interface PodOptions {
+export interface PodOptions extends Pick<PodInputs, 'sources' | 'secrets'> {
   podName: string;
   nodeName?: string;
-  /** The files of the pod's ConfigMap and Secret volumes, by volume name. */
-  sources?: Record<string, string>;
-  /** The data of the Secrets the env refers to, by Secret name, then key. */
-  secrets?: Record<string, Record<string, string>>;
   /** More `docker run` flags (for example ADD_HOST_ARGS). */
   dockerArgs?: readonly string[];
   /** A name that resolves to this pod on the network, as a Service name does. */

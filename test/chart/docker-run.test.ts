@@ -1,13 +1,8 @@
-// Runs the image the way the rendered Deployment describes it: the chart's securityContext, user,
-// read-only root, /tmp emptyDir, memory limit and environment (downward API included) become
-// `docker run` flags (pod-to-docker.ts), and /health is probed as the kubelet would. Then the
-// rendered `helm test` pod runs against it, and SIGTERM shows the shutdown fits the grace period.
-// Rendered with otel.endpoint, the pod exports its spans, with the chart's k8s.* resource, to a
-// collector on the Docker host; with traceQueryParams and trustedProxies, its spans record what
-// those values allow; with faults.*, it fails and slows POST /product as a game day asks.
-//
-// Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
-// the container tests (`npm run test:container`), which .ci/run runs first.
+// Runs the image as the rendered Deployment describes it (pod-to-docker.ts: securityContext, read-only
+// root, /tmp emptyDir, memory limit, environment), probes it as the kubelet would, runs the rendered
+// `helm test` pod against it, and shows SIGTERM fits the grace period; then with otel.endpoint,
+// traceQueryParams and trustedProxies (its spans), and with faults.* (a game day).
+// Needs a Docker engine and the image product-service:test (docker-pod.ts).
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -211,17 +206,8 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
       // The pod's log line for the request carries the span's trace_id and span_id.
       const requestLine = () => jsonLines(docker(['logs', name]).stdout).find((l) => l.msg === 'request completed' && l.route === '/product');
       // docker logs may show the line a moment after the answer; after 5 s it is asserted anyway, with the logs.
-      const line = await vi
-        .waitFor(
-          () => {
-            const found = requestLine();
-            if (found === undefined) throw new Error('no request line yet');
-            return found;
-          },
-          { timeout: 5000, interval: 100 },
-        )
-        .catch(() => undefined);
-      expect(line, logsOf(name)).toMatchObject({ status: 201, trace_id: traceId, span_id: span?.spanId });
+      await vi.waitFor(() => expect(requestLine()).toBeDefined(), { timeout: 5000, interval: 100 }).catch(() => undefined);
+      expect(requestLine(), logsOf(name)).toMatchObject({ status: 201, trace_id: traceId, span_id: span?.spanId });
     } finally {
       await receiver.close();
     }

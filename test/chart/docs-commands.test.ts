@@ -1,8 +1,6 @@
-// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the
-// chart renders for release `products` in namespace `shop` (their convention): the objects
-// (`deployment/...`, `service/...`), the label selectors, the containers, the Service ports and
-// the release. A command copied from the docs then runs against a real install, not against a
-// name that drifted.
+// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the chart
+// renders for release `products` in namespace `shop`: objects, selectors, containers, Service ports and
+// the release, so that a command copied from the docs never meets a name that drifted.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';

@@ -4,15 +4,9 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import type { IConfigMap, IContainer, IPod, IService, IServiceAccount } from 'kubernetes-models/v1';
+import type { IContainer } from 'kubernetes-models/v1';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
-import type { IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
-import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import type { IIngress, INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
-import type { IPrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
-import type { IPodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
-import type { IServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
-import type { IHTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
+import type { Kinds } from './validate';
 import { ROOT } from '../support/paths';
 
 export const chartDir = join(ROOT, 'helm/product-service');
@@ -59,21 +53,9 @@ export interface K8sObject {
   metadata: NonNullable<IDeployment['metadata']> & { name: string };
 }
 
-/** The rendered kinds and their API types (kubernetes-models, Prometheus Operator, Gateway API). */
-export interface Kinds {
-  ConfigMap: IConfigMap;
-  Deployment: IDeployment;
-  HTTPRoute: IHTTPRoute;
-  HorizontalPodAutoscaler: IHorizontalPodAutoscaler;
-  Ingress: IIngress;
-  NetworkPolicy: INetworkPolicy;
-  Pod: IPod;
-  PodDisruptionBudget: IPodDisruptionBudget;
-  PodMonitor: IPodMonitor;
-  PrometheusRule: IPrometheusRule;
-  Service: IService;
-  ServiceAccount: IServiceAccount;
-  ServiceMonitor: IServiceMonitor;
+/** A predicate for `find`: the item named `name`. */
+export function byName(name: string) {
+  return (item: { name: string }): boolean => item.name === name;
 }
 
 /** A value the test needs, or an error naming what was missing. */

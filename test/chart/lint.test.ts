@@ -68,19 +68,9 @@ describe('helm package', () => {
     .filter((f) => f.endsWith('.tgz'))
     .map((f) => join(scratch, f));
 
-  function packagedFiles(): Map<string, string> {
-    const list = spawnSync('tar', ['-tzf', tgz], { encoding: 'utf8' });
-    return new Map(
-      list.stdout
-        .split('\n')
-        .filter(Boolean)
-        .map((path) => [path, spawnSync('tar', ['-xzOf', tgz, path], { encoding: 'utf8' }).stdout]),
-    );
-  }
-
   it("stores the chart's own dashboard file", () => {
-    const source = readFileSync(join(chartDir, 'files/dashboards/product-service.json'), 'utf8');
-    expect(packagedFiles().get('product-service/files/dashboards/product-service.json')).toBe(source);
+    const packaged = spawnSync('tar', ['-xzOf', tgz, 'product-service/files/dashboards/product-service.json'], { encoding: 'utf8' });
+    expect(packaged.stdout).toBe(readFileSync(join(chartDir, 'files/dashboards/product-service.json'), 'utf8'));
   });
 
   it('renders the same manifests from the package as from the directory', () => {

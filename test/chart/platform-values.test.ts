@@ -1,9 +1,6 @@
-// The values a platform sets, rendered by the real helm: image references (global.imageRegistry,
-// a digest only beside its own version), labels merged as maps (commonLabels, podLabels, monitor
-// labels) with the selector labels always winning, and a schema that fits the Kubernetes API:
-// what must render (each object then valid against its API schema) and what must be refused, by
-// `helm template` and `helm lint --strict` alike, with the message that says why.
-// test/chart/release.test.ts renders packaged charts with the digest a release stamps.
+// The values a platform sets (image references, labels, pod and Service fields, quantities), held to
+// the Kubernetes API: what must render (valid objects) and what must be refused, by `helm template` and
+// `helm lint --strict`, Helm 4 and Helm 3 alike, saying why. release.test.ts: the digest a release stamps.
 import { describe, expect, it } from 'vitest';
 import type { IContainer } from 'kubernetes-models/v1';
 import {
@@ -80,10 +77,7 @@ describe('image references', () => {
 describe('labels', () => {
   const selector = { 'app.kubernetes.io/name': 'product-service', 'app.kubernetes.io/instance': 'products' };
   const everything = [
-    ...must(
-      valueSets.find((v) => v.name.includes('autoscaling-monitoring')),
-      'the monitoring value set',
-    ).args,
+    ...must(valueSets.find((v) => v.name.includes('autoscaling-monitoring'))?.args, 'the monitoring value set'),
     '--set',
     'commonLabels.app\\.kubernetes\\.io/part-of=shop',
     '--set',

@@ -1,9 +1,6 @@
-// A collector behind TLS with a private CA: the chart README's recipe (extraVolumes,
-// extraVolumeMounts, OTEL_EXPORTER_OTLP_CERTIFICATE and NODE_EXTRA_CA_CERTS), rendered and run as
-// the kubelet would run it (read-only root, uid 65532, no capabilities, the CA's ConfigMap mounted),
-// against an OTLP receiver over HTTPS whose certificate a CA made by this test signed. With the
-// CA the spans arrive; without it the TLS failure is counted in the otel_sdk_* metrics and requests
-// are still answered.
+// A collector behind TLS with a private CA: the chart README's recipe, rendered and run as the kubelet
+// would run it against an OTLP receiver over HTTPS whose certificate this test's CA signed. With the
+// CA the spans arrive; without it the failure is counted in the otel_sdk_* metrics, requests still answered.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

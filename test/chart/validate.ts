@@ -10,12 +10,14 @@ import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodMonitor, PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
 
+const MODELS = [ConfigMap, Pod, Service, ServiceAccount, Deployment, HorizontalPodAutoscaler, PodDisruptionBudget, Ingress, NetworkPolicy] as const;
+const CRD_MODELS = [ServiceMonitor, PodMonitor, PrometheusRule, HTTPRoute] as const;
+/** The rendered kinds and their API types (kubernetes-models, Prometheus Operator, Gateway API). */
+export type Kinds = { [M in (typeof MODELS)[number] | (typeof CRD_MODELS)[number] as M['kind']]: InstanceType<M> };
+
 // Each model takes its own kind's type; the rendered object is checked by validate(), not by the compiler.
 type Model = { apiVersion: string; kind: string; new (data: never): { validate(): void } };
-
-const kinds = [ConfigMap, Pod, Service, ServiceAccount, Deployment, HorizontalPodAutoscaler, PodDisruptionBudget, Ingress, NetworkPolicy] as Model[];
-const crds = [ServiceMonitor, PodMonitor, PrometheusRule, HTTPRoute] as Model[];
-const models = new Map([...kinds, ...crds].map((model) => [`${model.apiVersion}/${model.kind}`, model]));
+const models = new Map(([...MODELS, ...CRD_MODELS] as Model[]).map((model) => [`${model.apiVersion}/${model.kind}`, model]));
 
 /** Throws, naming the object and the failing field, unless the object is valid for its kind. */
 export function validateObject(obj: { apiVersion?: string; kind?: string; metadata?: { name?: string } }): void {
