@@ -18,7 +18,6 @@ import {
   set,
   template,
   templateFails,
-  valueSets,
   type K8sObject,
 } from './helm';
 import { validateObject } from './validate';
@@ -34,12 +33,6 @@ function policies(objects: K8sObject[]): { server: INetworkPolicy; test: INetwor
 }
 
 describe('extraEnv and extraNodeOptions', () => {
-  it.each(valueSets)('render every env name once with $name', ({ args }) => {
-    const names = envNames(containerOf(args));
-    expect(names.length).toBeGreaterThan(10);
-    expect(names.filter((name, i) => names.indexOf(name) !== i)).toEqual([]);
-  });
-
   it("replace the chart's variable of the same name in place, and add the others after the chart's", () => {
     const defaults = envNames(containerOf([]));
     const container = containerOf([

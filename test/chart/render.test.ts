@@ -149,8 +149,9 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     expect(envValue(container, 'NODE_OPTIONS')).toMatch(/^--max-old-space-size-percentage=\d+ --max-semi-space-size=16 --disable-sigusr1( |$)/);
   });
 
-  it('passes the OpenTelemetry resource from the downward API', () => {
+  it('renders every env name once, and passes the OpenTelemetry resource from the downward API', () => {
     const names = envNames(container);
+    expect(names.filter((name, i) => names.indexOf(name) !== i)).toEqual([]);
     const fields = { K8S_POD_NAME: 'metadata.name', K8S_NAMESPACE_NAME: 'metadata.namespace', K8S_NODE_NAME: 'spec.nodeName' };
     for (const [name, fieldPath] of Object.entries(fields)) {
       expect(container.env?.find((e) => e.name === name)?.valueFrom?.fieldRef?.fieldPath).toBe(fieldPath);
