@@ -7,36 +7,21 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config';
-import { chartDir, envNames, findOne, mainContainer, template, valueSets } from './helm';
+import { chartDir, envNames, findOne, mainContainer, template, valueSets, set } from './helm';
 
 /** The variable names parseConfig reads from an empty environment (every default taken). */
 function variablesConfigReads(): string[] {
   const read = new Set<string>();
-  parseConfig(
-    new Proxy<Record<string, string | undefined>>(
-      {},
-      {
-        get: (_target, name) => {
-          if (typeof name === 'string') read.add(name);
-          return undefined;
-        },
-      },
-    ),
-  );
+  const recording = (_target: object, name: string | symbol) => {
+    if (typeof name === 'string') read.add(name);
+    return undefined;
+  };
+  parseConfig(new Proxy<Record<string, string | undefined>>({}, { get: recording }));
   return [...read];
 }
 
 /** The values whose variables the chart renders only when they are set (the value sets leave them unset). */
-const OPTIONAL_VALUES = [
-  '--set',
-  'traceQueryParams={page}',
-  '--set',
-  'trustedProxies={10.0.0.0/8}',
-  '--set',
-  'faults.errorRatio=0',
-  '--set',
-  'faults.delaySeconds=0',
-];
+const OPTIONAL_VALUES = set('traceQueryParams={page}', 'trustedProxies={10.0.0.0/8}', 'faults.errorRatio=0', 'faults.delaySeconds=0');
 
 describe('the configuration in the chart', () => {
   it('sets every variable config.ts reads, or its README says how to set it', () => {

@@ -1,21 +1,13 @@
-// Credentials from Secrets. The chart README's recipe for the exporter's credentials
-// (otel.headersSecret): the header variable reaches the container through a secretKeyRef, so no
-// rendered object holds the credential; run as the kubelet would run it, with the Secret's value this
-// test gives, every export request the collector (test/support/otlp-receiver.ts) receives carries the
-// header. NOTES warns when headers would travel in clear text or sit in plain text in extraEnv. The
-// schema checks extraEnv and extraEnvFrom entries as Kubernetes EnvVars and EnvFromSources.
+// Credentials from Secrets: the chart README's recipe (otel.headersSecret) hands the header to the
+// container through a secretKeyRef, and every export request carries it once run; NOTES warns of
+// headers in clear text; the schema checks extraEnv and extraEnvFrom entries as Kubernetes does.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME } from '../container/docker-host';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
-import { IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE } from './docker-pod';
+import { deploymentWith, DOCKER_NETWORKS, FAST_EXPORT, IMAGE_VALUES, NAMESPACE, Pods, postTraced, RELEASE, waitForSpan } from './docker-pod';
 import { CHART_README, codeBlocks, readmeYamlBlock, section } from './docs';
-import { chartDir, findOne, helm, mainContainer, must, podSpecOf, renderNotes, template, CRD_APIS } from './helm';
-import { translatePod } from './pod-to-docker';
+import { chartDir, CRD_APIS, helm, mainContainer, must, renderNotes, set, setJson } from './helm';
 
 const TITLE = 'Credentials for the collector';
 /** The recipe's values, as the chart README shows them. */
@@ -27,30 +19,16 @@ const [, secretName = '', secretKey = '', secretTemplate = ''] =
       .join('\n')
       .replace(/\\\n\s*/g, ''),
   ) ?? [];
-/** Spans leave every 200 ms instead of every second. */
-const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };
-
-const scratch = mkdtempSync(join(tmpdir(), 'chart-credentials-'));
 const pods = new Pods();
 let receiver: OtlpReceiver | undefined;
 
-/** `values` written to a values file, as a user would give them. */
-function valuesFile(values: object): string {
-  const file = join(scratch, `values-${randomBytes(4).toString('hex')}.yaml`);
-  writeFileSync(file, stringify(values));
-  return file;
-}
-
 /** The helm template run, to read a refusal from. */
-const templateValues = (values: object) =>
-  helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, ...CRD_APIS, ...IMAGE_VALUES, '--values', valuesFile(values)]);
-
-const deploymentWith = (values: object) => findOne(template([...IMAGE_VALUES, '--values', valuesFile(values)], RELEASE, NAMESPACE), 'Deployment');
+const templateValues = (values: Record<string, unknown>) =>
+  helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, ...CRD_APIS, ...IMAGE_VALUES, ...setJson(values)]);
 
 afterAll(async () => {
   pods.cleanUp();
   await receiver?.close();
-  rmSync(scratch, { recursive: true, force: true });
 });
 
 describe("the chart README's recipe for the exporter's credentials", () => {
@@ -78,12 +56,7 @@ describe("the chart README's recipe for the exporter's credentials", () => {
     }, 60_000);
 
     it('every export request the collector receives carries the header from the Secret, decoded', async () => {
-      // The test client reaches the pod through Docker's networks: trusted as an ingress would be, so its traceparent is believed.
-      const deployment = deploymentWith({
-        otel: { ...recipe.otel, endpoint },
-        extraEnv: [FAST_EXPORT],
-        trustedProxies: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8'],
-      });
+      const deployment = deploymentWith({ otel: { ...recipe.otel, endpoint }, extraEnv: [FAST_EXPORT], trustedProxies: DOCKER_NETWORKS });
       const secretValue = secretTemplate.replace('<token>', token);
       const pod = await pods.start(deployment, {
         podName: 'products-product-service-creds-1',
@@ -91,28 +64,18 @@ describe("the chart README's recipe for the exporter's credentials", () => {
         secrets: { [secretName]: { [secretKey]: secretValue } },
       });
       const traceId = randomBytes(16).toString('hex');
-      const res = await fetch(`${pod.baseUrl}/product`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
-        body: '{}',
-      });
-      expect(res.status).toBe(201);
+      expect(await postTraced(pod.baseUrl, traceId)).toBe(201);
       const collector = must(receiver, 'receiver');
-      try {
-        await collector.waitForSpans((span) => span.traceId === traceId, 1, 20_000);
-      } catch (err) {
-        throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(pod.name)}`, { cause: err });
-      }
+      await waitForSpan(collector, traceId, pod.name);
       // %20 in the Secret is a space on the wire (the exporter URL-decodes each value).
       expect(collector.requests.length).toBeGreaterThan(0);
       expect(new Set(collector.requests.map((request) => request.headers.authorization))).toEqual(new Set([`Bearer ${token}`]));
     });
 
-    it('without the Secret the container does not start, as the kubelet refuses it', () => {
-      const deployment = deploymentWith(recipe);
-      expect(() =>
-        translatePod(podSpecOf(deployment), mainContainer(deployment).name, { podName: 'p', namespace: NAMESPACE, nodeName: 'n' }, { emptyDirRoot: scratch }),
-      ).toThrow(`Secret ${secretName} has no key ${secretKey}`);
+    it('without the Secret the container does not start, as the kubelet refuses it', async () => {
+      await expect(pods.start(deploymentWith(recipe), { podName: 'products-product-service-creds-2' })).rejects.toThrow(
+        `Secret ${secretName} has no key ${secretKey}`,
+      );
     });
   });
 });
@@ -122,29 +85,26 @@ describe('NOTES.txt on the credentials', () => {
     renderNotes(args)
       .split('\n')
       .filter((line) => line.startsWith('WARNING'));
-  const secret = ['--set', `otel.headersSecret.name=${secretName}`];
+  const secret = set(`otel.headersSecret.name=${secretName}`);
 
   it('warns that headers to an http:// endpoint travel in clear text, and not for https://', () => {
-    expect(warnings([...secret, '--set', 'otel.endpoint=http://otel-collector.observability:4318'])).toEqual([
+    expect(warnings([...secret, ...set('otel.endpoint=http://otel-collector.observability:4318')])).toEqual([
       'WARNING: the OTLP headers (OTEL_EXPORTER_OTLP_HEADERS) are sent in clear text to http://otel-collector.observability:4318. Use an https:// endpoint, unless a mesh encrypts that hop.',
     ]);
-    expect(warnings([...secret, '--set', 'otel.endpoint=https://otel-collector.observability:4318'])).toEqual([]);
-    expect(warnings(['--set', 'otel.endpoint=http://otel-collector.observability:4318'])).toEqual([]);
+    expect(warnings([...secret, ...set('otel.endpoint=https://otel-collector.observability:4318')])).toEqual([]);
+    expect(warnings(set('otel.endpoint=http://otel-collector.observability:4318'))).toEqual([]);
   });
 
   it('warns about headers in plain text in extraEnv, and sees a signal endpoint given there', () => {
-    const plain = [
-      '--set',
+    const plain = set(
       'otel.endpoint=https://otel-collector.observability:4318',
-      '--set',
       'extraEnv[0].name=OTEL_EXPORTER_OTLP_TRACES_HEADERS',
-      '--set',
       'extraEnv[0].value=x-api-key=abc',
-    ];
+    );
     expect(warnings(plain)).toEqual([
       'WARNING: OTEL_EXPORTER_OTLP_TRACES_HEADERS is set in plain text in extraEnv: anyone who can read the Deployment or the release reads it. Put it in a Secret (otel.headersSecret).',
     ]);
-    const clear = [...secret, '--set', 'extraEnv[0].name=OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', '--set', 'extraEnv[0].value=http://tempo:4318/v1/traces'];
+    const clear = [...secret, ...set('extraEnv[0].name=OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'extraEnv[0].value=http://tempo:4318/v1/traces')];
     expect(warnings(clear)).toEqual([expect.stringContaining('are sent in clear text to http://tempo:4318/v1/traces')]);
   });
 });

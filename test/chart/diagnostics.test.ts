@@ -1,10 +1,7 @@
-// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: the chart rendered with
-// diagnostics (and heap snapshots) on runs as the kubelet would run it, and an ephemeral container
-// made from that page's profile (the service's user, the pod's diagnostics volume; restricted: no
-// capabilities, no new privileges), sharing the pod's process and network namespaces as
-// `kubectl debug --target` does, sends the signals and copies the files out. The image's own Node
-// stands in for the debug image's busybox (nothing can be pulled here); it sends the same signals
-// and reads the same paths.
+// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: the pod rendered with
+// diagnostics on, and an ephemeral container made from that page's profile sharing its process and
+// network namespaces (`kubectl debug --target`), which sends the signals and copies the files out.
+// The image's own Node stands in for the debug image's busybox (nothing can be pulled here).
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,12 +9,12 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, scrape } from '../support/exposition';
 import { docker, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, type RunningPod } from './docker-pod';
 import { DIAGNOSTICS_DOC, firstBlock } from './docs';
-import { findOne, mainContainer, must, podSpecOf, template } from './helm';
+import { findOne, mainContainer, must, podSpecOf, template, set } from './helm';
 
 /** A credential the pod holds, as the OTLP headers' API key would be. */
 const SECRET = `api-key=diag-${randomBytes(12).toString('hex')}`;
-const DIAGNOSTICS = ['--set', 'diagnostics.enabled=true', '--set', 'extraEnv[0].name=OTEL_EXPORTER_OTLP_HEADERS', '--set', `extraEnv[0].value=${SECRET}`];
-const HEAP_SNAPSHOTS = [...DIAGNOSTICS, '--set', 'diagnostics.heapSnapshot.enabled=true'];
+const DIAGNOSTICS = set('diagnostics.enabled=true', 'extraEnv[0].name=OTEL_EXPORTER_OTLP_HEADERS', `extraEnv[0].value=${SECRET}`);
+const HEAP_SNAPSHOTS = [...DIAGNOSTICS, ...set('diagnostics.heapSnapshot.enabled=true')];
 
 const pods = new Pods();
 beforeAll(() => pods.setUp(), 60_000);
@@ -49,21 +46,17 @@ function debugContainer(pod: RunningPod, script: string): string {
     const volume = pod.translation.args.find(
       (arg) => arg.includes(`destination=${profileMount?.mountPath},`) || arg.endsWith(`destination=${profileMount?.mountPath}`),
     );
+    const namespaces = [`--pid=container:${pod.name}`, `--network=container:${pod.name}`];
+    const restricted = ['--user', `${runAsUser}:${runAsGroup}`, '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '--read-only'];
+    const mount = volume === undefined ? [] : ['--mount', volume];
     docker([
       'run',
       '--detach',
       '--name',
       name,
-      `--pid=container:${pod.name}`,
-      `--network=container:${pod.name}`,
-      '--user',
-      `${runAsUser}:${runAsGroup}`,
-      '--cap-drop',
-      'ALL',
-      '--security-opt',
-      'no-new-privileges',
-      '--read-only',
-      ...(volume === undefined ? [] : ['--mount', volume]),
+      ...namespaces,
+      ...restricted,
+      ...mount,
       '--entrypoint',
       '/nodejs/bin/node',
       IMAGE,
@@ -81,11 +74,8 @@ const listDiagnostics = (pod: RunningPod): string[] =>
   JSON.parse(debugContainer(pod, `console.log(JSON.stringify(require('fs').readdirSync('/diagnostics')))`)) as string[];
 /** The host directory behind the pod's diagnostics emptyDir (what the node holds). */
 const hostDiagnosticsDir = (pod: RunningPod): string => {
-  const mount = must(
-    pod.translation.args.find((arg) => arg.includes('destination=/diagnostics')),
-    'diagnostics mount',
-  );
-  return must(/source=([^,]+)/.exec(mount)?.[1], 'diagnostics host directory');
+  const mount = pod.translation.args.find((arg) => arg.includes('destination=/diagnostics'));
+  return must(/source=([^,]+)/.exec(mount ?? '')?.[1], 'diagnostics host directory');
 };
 
 /** The service process's peak resident memory so far (VmHWM), read by the host kernel. */

@@ -1,35 +1,60 @@
-// A stand-in for a Kubernetes node (scripts/ci/README.md).
-// Runs pods of the rendered chart on the Docker engine as the kubelet would (pod-to-docker.ts), for
-// the chart tests that start the image: docker-run, private-ca and diagnostics. Each test file
-// makes one Pods: its own network (where the Service name resolves to the pod, as cluster DNS
-// resolves it), its containers and the host directories of their volumes, removed by cleanup().
-//
+// A stand-in for a Kubernetes node (scripts/ci/README.md): runs pods of the rendered chart on Docker
+// as the kubelet would (pod-to-docker.ts). Each test file makes one Pods: its own network (where the
+// Service name resolves to the pod), its containers and volumes' host directories, removed by cleanUp().
 // Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
 // the container tests (`npm run test:container`), which .ci/run runs first, or the image that
 // PRODUCT_SERVICE_IMAGE names (release.yml: the digest a chart pins).
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import { stringify } from 'yaml';
 import { DOCKER, requireDockerEngine } from '../container/docker-host';
-import { mainContainer, must, podSpecOf } from './helm';
-import { commandArgs, probeUntil, translatePod, type Translation } from './pod-to-docker';
+import type { OtlpReceiver } from '../support/otlp-receiver';
+import { containerPort, findOne, mainContainer, must, podSpecOf, set, template } from './helm';
+import { commandArgs, probeUntil, translatePod, type PodInputs, type Translation } from './pod-to-docker';
 
 export const IMAGE = process.env.PRODUCT_SERVICE_IMAGE ?? 'product-service:test';
 /** Values that make the chart run that image, never pulled. */
-export const IMAGE_VALUES = ['--set', 'image.repository=product-service', '--set', 'image.tag=test', '--set', 'image.pullPolicy=Never'];
+export const IMAGE_VALUES = set('image.repository=product-service', 'image.tag=test', 'image.pullPolicy=Never');
 export const RELEASE = 'products';
 export const NAMESPACE = 'shop';
+/** Docker's private networks, which the test's requests come from: trusted as an ingress would be, so their traceparent is believed. */
+export const DOCKER_NETWORKS = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8'];
+/** Spans leave every 200 ms instead of every second. */
+export const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };
 
-export interface DockerRun {
-  status: number | null;
-  stdout: string;
-  stderr: string;
+/** The Deployment rendered to run the image with `values`, given in a values file as a user gives them. */
+export function deploymentWith(values: object): IDeployment {
+  const dir = mkdtempSync(join(tmpdir(), 'chart-values-'));
+  try {
+    writeFileSync(join(dir, 'values.yaml'), stringify(values));
+    return findOne(template([...IMAGE_VALUES, '--values', join(dir, 'values.yaml')], RELEASE, NAMESPACE), 'Deployment');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
-export function docker(args: string[], allowFailure = false): DockerRun {
+/** POST /product with a sampled traceparent of `traceId`; the answer's status. */
+export async function postTraced(baseUrl: string, traceId: string): Promise<number> {
+  const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-01`;
+  const res = await fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent }, body: '{}' });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+/** Waits for the span of `traceId` to reach `receiver`, failing with the logs of container `name`. */
+export async function waitForSpan(receiver: OtlpReceiver, traceId: string, name: string): Promise<void> {
+  try {
+    await receiver.waitForSpans((span) => span.traceId === traceId, 1, 20_000);
+  } catch (err) {
+    throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
+  }
+}
+
+export function docker(args: string[], allowFailure = false) {
   const run = spawnSync(DOCKER, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (run.error) throw run.error;
   if (!allowFailure && run.status !== 0) throw new Error(`docker ${args.join(' ')} failed (${run.status}): ${run.stderr}`);
@@ -60,13 +85,9 @@ export interface RunningPod {
   secondsToStart: number;
 }
 
-export interface PodOptions {
+export interface PodOptions extends Pick<PodInputs, 'sources' | 'secrets'> {
   podName: string;
   nodeName?: string;
-  /** The files of the pod's ConfigMap and Secret volumes, by volume name. */
-  sources?: Record<string, string>;
-  /** The data of the Secrets the env refers to, by Secret name, then key. */
-  secrets?: Record<string, Record<string, string>>;
   /** More `docker run` flags (for example ADD_HOST_ARGS). */
   dockerArgs?: readonly string[];
   /** A name that resolves to this pod on the network, as a Service name does. */
@@ -94,45 +115,20 @@ export class Pods {
     return name;
   }
 
-  /** `translatePod` with a fresh host directory for the pod's emptyDirs. */
-  translate(deployment: IDeployment, options: PodOptions): Translation {
-    const root = mkdtempSync(join(tmpdir(), 'chart-pod-volumes-'));
-    this.volumeRoots.push(root);
-    const identity = { podName: options.podName, namespace: NAMESPACE, nodeName: options.nodeName ?? 'node-a' };
-    return translatePod(podSpecOf(deployment), mainContainer(deployment).name, identity, {
-      emptyDirRoot: root,
-      sources: options.sources,
-      secrets: options.secrets,
-    });
-  }
-
   /** Starts the Deployment's pod and waits for its startup probe, as the kubelet would. */
   async start(deployment: IDeployment, options: PodOptions): Promise<RunningPod> {
     const container = mainContainer(deployment);
-    const translation = this.translate(deployment, options);
-    const name = this.containerName(options.podName);
-    const alias = options.alias === undefined ? [] : ['--network-alias', options.alias];
     const podSpec = podSpecOf(deployment);
-    docker([
-      'run',
-      '--detach',
-      '--name',
-      name,
-      '--network',
-      this.network,
-      ...alias,
-      ...(options.dockerArgs ?? []),
-      ...translation.args,
-      IMAGE,
-      ...commandArgs(podSpec, container.name),
-    ]);
-    const port = (portName: string) =>
-      must(
-        container.ports?.find((p) => p.name === portName),
-        `port ${portName}`,
-      ).containerPort;
-    const baseUrl = `http://${hostPort(name, port('http'))}`;
-    const metricsUrl = `http://${hostPort(name, port('metrics'))}/metrics`;
+    // A fresh host directory for the pod's emptyDirs.
+    const emptyDirRoot = mkdtempSync(join(tmpdir(), 'chart-pod-volumes-'));
+    this.volumeRoots.push(emptyDirRoot);
+    const identity = { podName: options.podName, namespace: NAMESPACE, nodeName: options.nodeName ?? 'node-a' };
+    const translation = translatePod(podSpec, container.name, identity, { emptyDirRoot, sources: options.sources, secrets: options.secrets });
+    const name = this.containerName(options.podName);
+    const network = ['--network', this.network, ...(options.alias === undefined ? [] : ['--network-alias', options.alias]), ...(options.dockerArgs ?? [])];
+    docker(['run', '--detach', '--name', name, ...network, ...translation.args, IMAGE, ...commandArgs(podSpec, container.name)]);
+    const baseUrl = `http://${hostPort(name, containerPort(container, 'http'))}`;
+    const metricsUrl = `http://${hostPort(name, containerPort(container, 'metrics'))}/metrics`;
     try {
       const secondsToStart = await probeUntil('startupProbe', must(container.startupProbe, 'startupProbe'), baseUrl);
       return { name, baseUrl, metricsUrl, translation, secondsToStart };

@@ -1,13 +1,8 @@
-// Runs the image the way the rendered Deployment describes it: the chart's securityContext, user,
-// read-only root, /tmp emptyDir, memory limit and environment (downward API included) become
-// `docker run` flags (pod-to-docker.ts), and /health is probed as the kubelet would. Then the
-// rendered `helm test` pod runs against it, and SIGTERM shows the shutdown fits the grace period.
-// Rendered with otel.endpoint, the pod exports its spans, with the chart's k8s.* resource, to a
-// collector on the Docker host; with traceQueryParams and trustedProxies, its spans record what
-// those values allow; with faults.*, it fails and slows POST /product as a game day asks.
-//
-// Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
-// the container tests (`npm run test:container`), which .ci/run runs first.
+// Runs the image as the rendered Deployment describes it (pod-to-docker.ts: securityContext, read-only
+// root, /tmp emptyDir, memory limit, environment), probes it as the kubelet would, runs the rendered
+// `helm test` pod against it, and shows SIGTERM fits the grace period; then with otel.endpoint,
+// traceQueryParams and trustedProxies (its spans), and with faults.* (a game day).
+// Needs a Docker engine and the image product-service:test (docker-pod.ts).
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -15,32 +10,20 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines } from '../container/docker-host';
 import { sampleValue } from '../support/exposition';
 import { startOtlpReceiver } from '../support/otlp-receiver';
-import { docker, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, type RunningPod } from './docker-pod';
-import { findOne, mainContainer, must, ofKind, podSpecOf, template } from './helm';
+import { docker, DOCKER_NETWORKS, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, waitForSpan, type RunningPod } from './docker-pod';
+import { containerPort, findOne, mainContainer, must, named, ofKind, podSpecOf, set, template } from './helm';
 import { bytes, commandArgs, probeOnce, translatePod } from './pod-to-docker';
 
 const objects = template(IMAGE_VALUES, RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
+const deploymentName = must(deployment.metadata?.name, 'Deployment name');
 // The API's Service (the metrics have one of their own), named like the Deployment.
-const service = must(
-  ofKind(objects, 'Service').find((svc) => svc.metadata?.name === deployment.metadata?.name),
-  "the API's Service",
-);
-const testPod = must(
-  ofKind(objects, 'Pod').find((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test'),
-  'helm test pod',
-);
+const service = named(objects, 'Service', deploymentName);
+const [testPod] = ofKind(objects, 'Pod').filter((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test');
 const podSpec = podSpecOf(deployment);
 const container = mainContainer(deployment);
 const startupProbe = must(container.startupProbe, 'startupProbe');
-const serviceName = must(service.metadata?.name, 'Service name');
-const deploymentName = must(deployment.metadata?.name, 'Deployment name');
 const podName = `${deploymentName}-5d8f9c7b6-x2k4q`;
-const containerPort = (name: string) =>
-  must(
-    container.ports?.find((p) => p.name === name),
-    `port ${name}`,
-  ).containerPort;
 const uid = must(podSpec.securityContext?.runAsUser, 'runAsUser');
 const gid = must(podSpec.securityContext?.runAsGroup, 'runAsGroup');
 
@@ -49,7 +32,7 @@ let server: RunningPod;
 
 beforeAll(async () => {
   pods.setUp();
-  server = await pods.start(deployment, { podName, alias: serviceName });
+  server = await pods.start(deployment, { podName, alias: deploymentName });
 }, 180_000);
 
 afterAll(() => pods.cleanUp());
@@ -131,12 +114,12 @@ describe('the rendered Deployment, run as a container', () => {
   });
 
   it('passes the rendered helm test pod, run with its own restricted settings', () => {
-    const testSpec = must(testPod.spec, 'helm test pod spec');
+    const testSpec = must(testPod?.spec, 'helm test pod spec');
     const testContainer = must(testSpec.containers[0], 'helm test container');
     // The test pod reaches the Service port; in this network the alias points at the container port.
-    expect(service.spec?.ports?.find((p) => p.name === 'http')?.port).toBe(containerPort('http'));
+    expect(service.spec?.ports?.find((p) => p.name === 'http')?.port).toBe(containerPort(container, 'http'));
     const translated = translatePod(testSpec, testContainer.name, {
-      podName: must(testPod.metadata?.name, 'test pod name'),
+      podName: must(testPod?.metadata?.name, 'test pod name'),
       namespace: NAMESPACE,
       nodeName: 'node-a',
     });
@@ -170,10 +153,8 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
     const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
     try {
       const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
-      // The test reaches the container through Docker's port publishing: its connections come from
-      // a private address of Docker's networks, trusted here as a pod network would be.
-      const spanValues = ['--set', 'traceQueryParams={page}', '--set', 'trustedProxies={10.0.0.0/8,172.16.0.0/12,192.168.0.0/16}'];
-      const traced = findOne(template([...IMAGE_VALUES, '--set', `otel.endpoint=${endpoint}`, ...spanValues], RELEASE, NAMESPACE), 'Deployment');
+      const spanValues = set('traceQueryParams={page}', `trustedProxies={${DOCKER_NETWORKS.join(',')}}`);
+      const traced = findOne(template([...IMAGE_VALUES, ...set(`otel.endpoint=${endpoint}`), ...spanValues], RELEASE, NAMESPACE), 'Deployment');
       const main = mainContainer(traced);
       const pod = { podName: `${deploymentName}-7c9d8f6b5-t7r2m`, nodeName: 'node-b' };
       // HOST_NAME resolves to the Docker host, as cluster DNS would resolve a collector's Service name.
@@ -191,11 +172,7 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
       const productId = ((await res.json()) as { product_id: number }).product_id;
 
       // The batch span processor sends within OTEL_BSP_SCHEDULE_DELAY (1 s, the service's default).
-      try {
-        await receiver.waitForSpans((s) => s.traceId === traceId, 1, 20_000);
-      } catch (err) {
-        throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
-      }
+      await waitForSpan(receiver, traceId, name);
       const spans = receiver.spans.filter((s) => s.traceId === traceId);
       expect(spans).toHaveLength(1);
       const [span] = spans;
@@ -229,17 +206,8 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
       // The pod's log line for the request carries the span's trace_id and span_id.
       const requestLine = () => jsonLines(docker(['logs', name]).stdout).find((l) => l.msg === 'request completed' && l.route === '/product');
       // docker logs may show the line a moment after the answer; after 5 s it is asserted anyway, with the logs.
-      const line = await vi
-        .waitFor(
-          () => {
-            const found = requestLine();
-            if (found === undefined) throw new Error('no request line yet');
-            return found;
-          },
-          { timeout: 5000, interval: 100 },
-        )
-        .catch(() => undefined);
-      expect(line, logsOf(name)).toMatchObject({ status: 201, trace_id: traceId, span_id: span?.spanId });
+      await vi.waitFor(() => expect(requestLine()).toBeDefined(), { timeout: 5000, interval: 100 }).catch(() => undefined);
+      expect(requestLine(), logsOf(name)).toMatchObject({ status: 201, trace_id: traceId, span_id: span?.spanId });
     } finally {
       await receiver.close();
     }
@@ -248,7 +216,7 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
 
 describe('the rendered Deployment with faults.* set (a game day)', () => {
   it('starts and passes its probes, fails and slows POST /product as asked, and says so in its log and on /metrics', async () => {
-    const faulty = findOne(template([...IMAGE_VALUES, '--set', 'faults.errorRatio=1', '--set', 'faults.delaySeconds=0.2'], RELEASE, NAMESPACE), 'Deployment');
+    const faulty = findOne(template([...IMAGE_VALUES, ...set('faults.errorRatio=1', 'faults.delaySeconds=0.2')], RELEASE, NAMESPACE), 'Deployment');
     const main = mainContainer(faulty);
     // /health is never faulted: the startup probe passes as without faults (pods.start waits for it).
     const { name, baseUrl, metricsUrl, translation } = await pods.start(faulty, { podName: `${deploymentName}-6f7d9c8b5-g4m3d`, nodeName: 'node-c' });

@@ -1,19 +1,17 @@
-// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the
-// chart renders for release `products` in namespace `shop` (their convention): the objects
-// (`deployment/...`, `service/...`), the label selectors, the containers, the Service ports and
-// the release. A command copied from the docs then runs against a real install, not against a
-// name that drifted.
+// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the chart
+// renders for release `products` in namespace `shop`: objects, selectors, containers, Service ports and
+// the release, so that a command copied from the docs never meets a name that drifted.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { CHART_README, codeBlocks, DIAGNOSTICS_DOC } from './docs';
-import { findOne, mainContainer, ofKind, template, type K8sObject } from './helm';
+import { findOne, mainContainer, ofKind, template, type K8sObject, set } from './helm';
 
 const RELEASE = 'products';
 const NAMESPACE = 'shop';
 const DOCS = [CHART_README, DIAGNOSTICS_DOC];
 
-const objects = template(['--set', 'diagnostics.enabled=true', '--set', 'networkPolicy.enabled=true'], RELEASE, NAMESPACE);
+const objects = template(set('diagnostics.enabled=true', 'networkPolicy.enabled=true'), RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
 const podLabels = deployment.spec?.template.metadata?.labels ?? {};
 const containers = new Set([mainContainer(deployment).name]);

@@ -4,15 +4,9 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import type { IConfigMap, IContainer, IPod, IService, IServiceAccount } from 'kubernetes-models/v1';
+import type { IContainer } from 'kubernetes-models/v1';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
-import type { IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
-import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import type { IIngress, INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
-import type { IPrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
-import type { IPodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
-import type { IServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
-import type { IHTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
+import type { Kinds } from './validate';
 import { ROOT } from '../support/paths';
 
 export const chartDir = join(ROOT, 'helm/product-service');
@@ -29,34 +23,22 @@ export const CRD_APIS: string[] = readFileSync(join(ROOT, 'scripts/ci/chart-api-
   .filter((line) => line.trim() !== '' && !line.startsWith('#'))
   .flatMap((api) => ['--api-versions', api.trim()]);
 
-export interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Fails the test with a clear message when helm is not installed: never a silent skip. */
-function requireHelm(bin: string): void {
-  if (!existsSync(bin)) {
-    throw new Error(`helm is missing at ${bin}. Install it with: sh scripts/ci/install-helm.sh`);
-  }
-}
-
-/** Runs helm 4, or the helm binary given (helm3Bin). */
-export function helm(args: string[], cwd = ROOT, bin = helmBin): Run {
-  requireHelm(bin);
+/** Runs helm 4, or the helm binary given (helm3Bin); fails the test, never skips it, when helm is not installed. */
+export function helm(args: string[], cwd = ROOT, bin = helmBin): { status: number | null; stdout: string; stderr: string } {
+  if (!existsSync(bin)) throw new Error(`helm is missing at ${bin}. Install it with: sh scripts/ci/install-helm.sh`);
   const run = spawnSync(bin, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (run.error) throw run.error;
-  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+  return run;
 }
 
-/** A value set: the chart defaults, or one of the chart-testing files ci/*-values.yaml. */
-export interface ValueSet {
-  name: string;
-  args: string[];
-}
+/** `--set` arguments, one per `key=value`. */
+export const set = (...pairs: string[]): string[] => pairs.flatMap((pair) => ['--set', pair]);
+/** `--set-json` arguments, one per top-level value. */
+export const setJson = (values: Record<string, unknown>): string[] =>
+  Object.entries(values).flatMap(([key, value]) => ['--set-json', `${key}=${JSON.stringify(value)}`]);
 
-export const valueSets: ValueSet[] = [
+/** The value sets: the chart defaults, and the chart-testing files ci/*-values.yaml. */
+export const valueSets: { name: string; args: string[] }[] = [
   { name: 'chart defaults', args: [] },
   ...readdirSync(join(chartDir, 'ci'))
     .filter((f) => f.endsWith('-values.yaml'))
@@ -71,21 +53,9 @@ export interface K8sObject {
   metadata: NonNullable<IDeployment['metadata']> & { name: string };
 }
 
-/** The rendered kinds and their API types (kubernetes-models, Prometheus Operator, Gateway API). */
-export interface Kinds {
-  ConfigMap: IConfigMap;
-  Deployment: IDeployment;
-  HTTPRoute: IHTTPRoute;
-  HorizontalPodAutoscaler: IHorizontalPodAutoscaler;
-  Ingress: IIngress;
-  NetworkPolicy: INetworkPolicy;
-  Pod: IPod;
-  PodDisruptionBudget: IPodDisruptionBudget;
-  PodMonitor: IPodMonitor;
-  PrometheusRule: IPrometheusRule;
-  Service: IService;
-  ServiceAccount: IServiceAccount;
-  ServiceMonitor: IServiceMonitor;
+/** A predicate for `find`: the item named `name`. */
+export function byName(name: string) {
+  return (item: { name: string }): boolean => item.name === name;
 }
 
 /** A value the test needs, or an error naming what was missing. */
@@ -147,6 +117,11 @@ export function parseManifests(manifests: string): K8sObject[] {
     .filter((obj): obj is K8sObject => obj !== null);
 }
 
+/** The rendered `kind` named `name`. */
+export function named<K extends keyof Kinds>(objects: K8sObject[], kind: K, name: string): Kinds[K] {
+  return must(objects.find((o) => o.kind === kind && o.metadata.name === name) as Kinds[K] | undefined, `${kind} ${name}`);
+}
+
 export function findOne<K extends keyof Kinds>(objects: K8sObject[], kind: K): Kinds[K] {
   const found = ofKind(objects, kind);
   const [first] = found;
@@ -154,12 +129,11 @@ export function findOne<K extends keyof Kinds>(objects: K8sObject[], kind: K): K
   return first;
 }
 
-/** The Deployment's pod spec. */
 export function podSpecOf(deployment: IDeployment) {
   return must(deployment.spec?.template.spec, 'Deployment pod spec');
 }
 
-/** The container's literal environment value `name`. */
+/** The container's literal value of variable `name`. */
 export function envValue(container: IContainer, name: string): string {
   return must(container.env?.find((e) => e.name === name)?.value, `env ${name}`);
 }
@@ -182,3 +156,8 @@ export function mainContainer(deployment: IDeployment): IContainer {
   if (containers.length !== 1 || first === undefined) throw new Error(`expected one container, found ${containers.length}`);
   return first;
 }
+
+export const containerPort = (container: IContainer, name: string): number =>
+  must(container.ports?.find((p) => p.name === name)?.containerPort, `port ${name}`);
+export const deploymentOf = (args: string[]) => findOne(template(args), 'Deployment');
+export const containerOf = (args: string[]) => mainContainer(deploymentOf(args));

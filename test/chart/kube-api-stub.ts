@@ -1,8 +1,6 @@
-// A stand-in for a Kubernetes API server, on loopback, for running documented kubectl commands
-// with the real kubectl (.tools/bin/kubectl, from scripts/ci/install-helm.sh): it answers the
-// discovery documents and minimal objects of one release's pods, Deployment, Services and
-// monitors, serves each pod's log as the API server does (tailLines honoured), and records every
-// request kubectl sends (method, path, query) for the test to check.
+// A stand-in for a Kubernetes API server, on loopback, for running documented commands with the real
+// kubectl: discovery and minimal objects of one release (as the chart renders them), each pod's log
+// (tailLines honoured), and a record of every request kubectl sends for the test to check.
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
@@ -30,9 +28,13 @@ export interface StubRelease {
   namespace: string;
   /** The Deployment's and the Services' name (the release's full name). */
   name: string;
+  /** The ports of each Service, by name, as the chart renders them. */
+  services: Record<string, Array<{ name?: string; port: number; targetPort?: number | string }>>;
   /** The pods' labels, which the Deployment and the Service select. */
   podLabels: Record<string, string>;
   container: string;
+  /** The container's ports, as the chart renders them (a Service's targetPort names one). */
+  containerPorts: Array<{ name?: string; containerPort: number }>;
   pods: string[];
   /** The lines of each pod's log, oldest first. */
   logLines: (pod: string) => string[];
@@ -105,7 +107,7 @@ export async function startKubeApiStub(release: StubRelease): Promise<KubeApiStu
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: meta(podName, { creationTimestamp: '2026-01-01T00:00:00Z' }),
-    spec: { nodeName: 'node-1', containers: [{ name: container, image: 'product-service', ports: [{ name: 'http', containerPort: 8080 }] }] },
+    spec: { nodeName: 'node-1', containers: [{ name: container, image: 'product-service', ports: release.containerPorts }] },
     status: {
       phase: 'Running',
       conditions: [{ type: 'Ready', status: 'True' }],
@@ -113,16 +115,11 @@ export async function startKubeApiStub(release: StubRelease): Promise<KubeApiStu
     },
   });
   const list = (kind: string, items: unknown[]) => ({ apiVersion: 'v1', kind: `${kind}List`, metadata: { resourceVersion: '1' }, items });
-  const service = (serviceName: string) => ({
+  const service = (serviceName: string, ports: unknown[]) => ({
     apiVersion: 'v1',
     kind: 'Service',
     metadata: meta(serviceName),
-    spec: {
-      type: 'ClusterIP',
-      clusterIP: '10.0.0.10',
-      selector: labels,
-      ports: serviceName.endsWith('-metrics') ? [{ name: 'metrics', port: 9464, targetPort: 9464 }] : [{ name: 'http', port: 8080, targetPort: 'http' }],
-    },
+    spec: { type: 'ClusterIP', clusterIP: '10.0.0.10', selector: labels, ports },
   });
   const deployment = {
     apiVersion: 'apps/v1',
@@ -149,6 +146,14 @@ export async function startKubeApiStub(release: StubRelease): Promise<KubeApiStu
     if (podMatch !== null) {
       const [, podName, sub] = podMatch;
       if (podName === undefined) {
+        // The stub holds the release's pods only: a selector of other labels is a mistake in the command.
+        const selector = query.labelSelector?.split(',') ?? [];
+        if (!selector.every((pair) => labels[pair.split('=')[0] ?? ''] === pair.split('=')[1])) {
+          return json(
+            { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 400, message: `no pod of the release has the labels ${query.labelSelector}` },
+            400,
+          );
+        }
         const named = /^metadata\.name=(.+)$/.exec(query.fieldSelector ?? '')?.[1];
         const pods = release.pods.filter((p) => !deleted.has(p) && (named === undefined || p === named));
         return json(list('Pod', pods.map(pod)));
@@ -163,7 +168,9 @@ export async function startKubeApiStub(release: StubRelease): Promise<KubeApiStu
       if (method === 'DELETE') deleted.add(podName);
       return json(pod(podName));
     }
-    if (path === `/api/v1${inNs}/services/${name}` || path === `/api/v1${inNs}/services/${name}-metrics`) return json(service(path.split('/').pop() ?? ''));
+    const serviceName = new RegExp(`^/api/v1${inNs}/services/([^/]+)$`).exec(path)?.[1] ?? '';
+    const ports = release.services[serviceName];
+    if (ports !== undefined) return json(service(serviceName, ports));
     if (path === `/api/v1${inNs}/endpoints/${name}`) {
       const addresses = release.pods
         .filter((p) => !deleted.has(p))

@@ -1,14 +1,13 @@
-// The values a platform sets, rendered by the real helm: image references (global.imageRegistry,
-// a digest only beside its own version), labels merged as maps (commonLabels, podLabels, monitor
-// labels) with the selector labels always winning, and a schema that fits the Kubernetes API:
-// what must render (each object then valid against its API schema) and what must be refused, by
-// `helm template` and `helm lint --strict` alike, with the message that says why.
-// test/chart/release.test.ts renders packaged charts with the digest a release stamps.
+// The values a platform sets (image references, labels, pod and Service fields, quantities), held to
+// the Kubernetes API: what must render (valid objects) and what must be refused, by `helm template` and
+// `helm lint --strict`, Helm 4 and Helm 3 alike, saying why. release.test.ts: the digest a release stamps.
 import { describe, expect, it } from 'vitest';
 import type { IContainer } from 'kubernetes-models/v1';
 import {
   chartDir,
   CRD_APIS,
+  deploymentOf,
+  named,
   findOne,
   helm,
   helm3Bin,
@@ -21,11 +20,11 @@ import {
   template,
   valueSets,
   type K8sObject,
+  set,
 } from './helm';
 import { validateObject } from './validate';
 
 const digest = `sha256:${'ab'.repeat(32)}`;
-const deploymentOf = (args: string[]) => findOne(template(args), 'Deployment');
 
 /** The chart's own images: the server container and the helm test pod's. */
 function chartImages(objects: K8sObject[]): string[] {
@@ -51,32 +50,24 @@ function refusals(args: string[], bin = helmBin): { template: string; lint: stri
 
 describe('image references', () => {
   it('global.imageRegistry replaces the registry of every image the chart renders, keeping a digest', () => {
-    const mirror = ['--set', 'global.imageRegistry=mirror.example.com:5000/ghcr'];
+    const mirror = set('global.imageRegistry=mirror.example.com:5000/ghcr');
     expect(chartImages(template(mirror))).toEqual(['mirror.example.com:5000/ghcr/product-service:1.0.0', 'mirror.example.com:5000/ghcr/product-service:1.0.0']);
-    const pinned = template([
-      ...mirror,
-      '--set',
-      'image.repository=ghcr.io/acme/product-service',
-      '--set',
-      'image.tag=1.2.3',
-      '--set',
-      `image.digest=${digest}`,
-    ]);
+    const pinned = template([...mirror, ...set('image.repository=ghcr.io/acme/product-service', 'image.tag=1.2.3', `image.digest=${digest}`)]);
     expect(new Set(chartImages(pinned))).toEqual(new Set([`mirror.example.com:5000/ghcr/acme/product-service:1.2.3@${digest}`]));
     // localhost and host:port are registries too (Docker's rule); a plain path is not.
-    expect(chartImages(template([...mirror, '--set', 'image.repository=localhost/x/y']))[0]).toBe('mirror.example.com:5000/ghcr/x/y:1.0.0');
-    expect(chartImages(template([...mirror, '--set', 'image.repository=acme/product-service']))[0]).toBe(
+    expect(chartImages(template([...mirror, ...set('image.repository=localhost/x/y')]))[0]).toBe('mirror.example.com:5000/ghcr/x/y:1.0.0');
+    expect(chartImages(template([...mirror, ...set('image.repository=acme/product-service')]))[0]).toBe(
       'mirror.example.com:5000/ghcr/acme/product-service:1.0.0',
     );
   });
 
   it('a digest needs the tag it belongs to: refused alone, so a chart upgrade cannot pair it with another version', () => {
-    const { template: t, lint } = refusals(['--set', `image.digest=${digest}`]);
+    const { template: t, lint } = refusals(set(`image.digest=${digest}`));
     for (const out of [t, lint])
       expect(out).toMatch(
         /image.digest is set but image.tag is empty: .* sha256:(ab)+ would run under another version's name. Set image.tag to the version it is of, or clear image.digest/,
       );
-    expect(chartImages(template(['--set', 'image.tag=1.2.3', '--set', `image.digest=${digest}`]))).toEqual([
+    expect(chartImages(template(set('image.tag=1.2.3', `image.digest=${digest}`)))).toEqual([
       `product-service:1.2.3@${digest}`,
       `product-service:1.2.3@${digest}`,
     ]);
@@ -86,10 +77,7 @@ describe('image references', () => {
 describe('labels', () => {
   const selector = { 'app.kubernetes.io/name': 'product-service', 'app.kubernetes.io/instance': 'products' };
   const everything = [
-    ...must(
-      valueSets.find((v) => v.name.includes('autoscaling-monitoring')),
-      'the monitoring value set',
-    ).args,
+    ...must(valueSets.find((v) => v.name.includes('autoscaling-monitoring'))?.args, 'the monitoring value set'),
     '--set',
     'commonLabels.app\\.kubernetes\\.io/part-of=shop',
     '--set',
@@ -115,18 +103,15 @@ describe('labels', () => {
   });
 
   it('podLabels and commonLabels never replace the selector labels: the Deployment still selects its pods, and the test pod is no server', () => {
-    const objects = template([
-      '--set',
-      'podLabels.app\\.kubernetes\\.io/name=other',
-      '--set',
-      'podLabels.app\\.kubernetes\\.io/instance=other',
-      '--set',
-      'commonLabels.app\\.kubernetes\\.io/name=other',
-      '--set',
-      'commonLabels.app\\.kubernetes\\.io/component=backend',
-      '--set',
-      'networkPolicy.enabled=true',
-    ]);
+    const objects = template(
+      set(
+        'podLabels.app\\.kubernetes\\.io/name=other',
+        'podLabels.app\\.kubernetes\\.io/instance=other',
+        'commonLabels.app\\.kubernetes\\.io/name=other',
+        'commonLabels.app\\.kubernetes\\.io/component=backend',
+        'networkPolicy.enabled=true',
+      ),
+    );
     const deployment = findOne(objects, 'Deployment');
     expect(deployment.spec?.selector.matchLabels).toEqual(selector);
     expect(deployment.spec?.template.metadata?.labels).toMatchObject(selector);
@@ -135,10 +120,7 @@ describe('labels', () => {
     const testPod = must(ofKind(objects, 'Pod')[0], 'helm test pod');
     expect(testPod.metadata?.labels).toMatchObject({ 'app.kubernetes.io/name': 'product-service-test', 'app.kubernetes.io/component': 'helm-test' });
     // The metrics Service keeps the component its ServiceMonitor selects.
-    const metrics = must(
-      ofKind(objects, 'Service').find((s) => s.metadata?.name === 'products-product-service-metrics'),
-      'metrics Service',
-    );
+    const metrics = named(objects, 'Service', 'products-product-service-metrics');
     expect(metrics.metadata?.labels?.['app.kubernetes.io/component']).toBe('metrics');
   });
 });
@@ -153,11 +135,7 @@ interface Accepted {
 const container = (objects: K8sObject[]): IContainer => must(podSpecOf(findOne(objects, 'Deployment')).containers[0], 'server container');
 const podSpec = (objects: K8sObject[]) => podSpecOf(findOne(objects, 'Deployment'));
 const testPodSpec = (objects: K8sObject[]) => must(must(ofKind(objects, 'Pod')[0], 'helm test pod').spec, 'helm test pod spec');
-const apiService = (objects: K8sObject[]) =>
-  must(
-    ofKind(objects, 'Service').find((s) => s.metadata?.name === 'products-product-service'),
-    'API Service',
-  );
+const apiService = (objects: K8sObject[]) => named(objects, 'Service', 'products-product-service');
 
 const accepted: Accepted[] = [
   {
@@ -195,7 +173,7 @@ const accepted: Accepted[] = [
   },
   {
     what: 'resources=null: no resources and no heap sizing, not a nil pointer',
-    args: ['--set', 'resources=null'],
+    args: set('resources=null'),
     check: (o) => {
       expect(container(o).resources).toBeUndefined();
       expect(container(o).env?.find((e) => e.name === 'NODE_OPTIONS')?.value).toBe('--max-semi-space-size=16 --disable-sigusr1');
@@ -204,10 +182,7 @@ const accepted: Accepted[] = [
   {
     what: 'the pod fields a platform sets, on the helm test pod too',
     args: [
-      '--set',
-      'runtimeClassName=gvisor',
-      '--set',
-      'dnsPolicy=None',
+      ...set('runtimeClassName=gvisor', 'dnsPolicy=None'),
       '--set-json',
       'dnsConfig={"nameservers":["10.0.0.10"],"searches":["shop.svc.cluster.local"],"options":[{"name":"ndots","value":"2"}]}',
       '--set-json',
@@ -242,7 +217,7 @@ const accepted: Accepted[] = [
   },
   {
     what: 'Deployment fields: revisionHistoryLimit, minReadySeconds, annotations',
-    args: ['--set', 'revisionHistoryLimit=10', '--set', 'minReadySeconds=15', '--set-string', 'deploymentAnnotations.reloader\\.stakater\\.com/auto=true'],
+    args: [...set('revisionHistoryLimit=10', 'minReadySeconds=15'), '--set-string', 'deploymentAnnotations.reloader\\.stakater\\.com/auto=true'],
     check: (o) => {
       const deployment = findOne(o, 'Deployment');
       expect(deployment.spec).toMatchObject({ revisionHistoryLimit: 10, minReadySeconds: 15 });
@@ -251,16 +226,12 @@ const accepted: Accepted[] = [
   },
   {
     what: 'Service labels, externalTrafficPolicy and loadBalancerSourceRanges on a LoadBalancer',
-    args: [
-      '--set',
+    args: set(
       'service.type=LoadBalancer',
-      '--set',
       'service.externalTrafficPolicy=Local',
-      '--set',
       'service.loadBalancerSourceRanges={10.0.0.0/8,2001:db8::/32}',
-      '--set',
       'service.labels.exposure=public',
-    ],
+    ),
     check: (o) => {
       const svc = apiService(o);
       expect(svc.spec).toMatchObject({ type: 'LoadBalancer', externalTrafficPolicy: 'Local', loadBalancerSourceRanges: ['10.0.0.0/8', '2001:db8::/32'] });
@@ -287,103 +258,71 @@ describe.each(accepted)('values that render: $what', ({ args, check }) => {
   });
 });
 
-const refused: { what: string; args: string[]; message: RegExp }[] = [
-  {
-    what: 'memory in millibytes',
-    args: ['--set', 'resources.limits.memory=384m'],
-    message: /resources.limits.memory is 384m: the suffix m, u or n means a fraction of a byte.*384Mi/,
-  },
-  {
-    what: "the helm test pod's memory in millibytes",
-    args: ['--set', 'helmTest.resources.requests.memory=64m'],
-    message: /helmTest.resources.requests.memory is 64m: the suffix m, u or n means a fraction of a byte/,
-  },
-  {
-    what: 'a negative quantity',
-    args: ['--set', 'resources.requests.cpu=-1'],
-    message: /at '\/resources\/requests\/cpu'|resources\.requests\.cpu: Must be greater than or equal to 0/,
-  },
-  {
-    what: 'a quantity with a unit Kubernetes does not know',
-    args: ['--set', 'resources.requests.cpu=1.5cores'],
-    message: /at '\/resources\/requests\/cpu'|resources\.requests\.cpu: /,
-  },
-  {
-    what: 'an extended resource without a domain',
-    args: ['--set', 'resources.limits.gpu=1'],
-    message: /invalid propertyName 'gpu'|Property name of "gpu" does not match/,
-  },
-  {
-    what: 'an extended resource in fractions',
-    args: ['--set', 'resources.limits.nvidia\\.com/gpu=0.5'],
-    message: /resources.limits.nvidia.com\/gpu is 0.5: an extended resource is counted in whole units/,
-  },
-  {
-    what: 'an extended resource requested without a limit',
-    args: ['--set', 'resources.requests.nvidia\\.com/gpu=1'],
-    message: /resources.requests.nvidia.com\/gpu needs resources.limits.nvidia.com\/gpu as well/,
-  },
-  {
-    what: 'an extended resource requested above its limit',
-    args: ['--set', 'resources.requests.nvidia\\.com/gpu=2', '--set', 'resources.limits.nvidia\\.com/gpu=1'],
-    message: /resources.requests.nvidia.com\/gpu \(2\) must equal resources.limits.nvidia.com\/gpu \(1\)/,
-  },
-  {
-    what: 'huge pages requested without a limit',
-    args: ['--set', 'resources.requests.hugepages-2Mi=64Mi'],
-    message: /resources.requests.hugepages-2Mi needs resources.limits.hugepages-2Mi/,
-  },
-  {
-    what: 'a label value Kubernetes refuses',
-    args: ['--set', 'commonLabels.team=a b'],
-    message: /at '\/commonLabels\/team'|commonLabels\.team: Does not match pattern/,
-  },
-  {
-    what: 'a label key Kubernetes refuses',
-    args: ['--set', 'podLabels.-team=a'],
-    message: /invalid propertyName '-team'|Property name of "-team" does not match/,
-  },
-  { what: 'the latest tag', args: ['--set', 'image.tag=latest'], message: /image.tag must not be "latest": pin a version/ },
-  {
-    what: 'a grace period shorter than the drain',
-    args: ['--set', 'terminationGracePeriodSeconds=10'],
-    message: /terminationGracePeriodSeconds \(10\) must be at least/,
-  },
-  {
-    what: 'externalTrafficPolicy on a ClusterIP Service',
-    args: ['--set', 'service.externalTrafficPolicy=Local'],
-    message: /service.externalTrafficPolicy \(Local\) needs service.type NodePort or LoadBalancer, not ClusterIP/,
-  },
-  {
-    what: 'loadBalancerSourceRanges on a NodePort Service',
-    args: ['--set', 'service.type=NodePort', '--set', 'service.loadBalancerSourceRanges={10.0.0.0/8}'],
-    message: /service.loadBalancerSourceRanges needs service.type LoadBalancer, not NodePort/,
-  },
-  {
-    what: 'a source range that is no CIDR',
-    args: ['--set', 'service.type=LoadBalancer', '--set', 'service.loadBalancerSourceRanges={office}'],
-    message: /loadBalancerSourceRanges/,
-  },
-  { what: 'dnsPolicy None without nameservers', args: ['--set', 'dnsPolicy=None'], message: /dnsPolicy None needs dnsConfig.nameservers/ },
-  {
-    what: "an extra container named like the chart's",
-    args: ['--set', 'extraContainers[0].name=product-service', '--set', 'extraContainers[0].image=x:1'],
-    message: /the container name product-service is taken/,
-  },
-  {
-    what: 'an init container without an image',
-    args: ['--set', 'initContainers[0].name=wait'],
-    message: /at '\/initContainers\/0': missing property 'image'|initContainers\.0: image is required/,
-  },
-  { what: 'an unknown dnsPolicy', args: ['--set', 'dnsPolicy=Cluster'], message: /at '\/dnsPolicy'|dnsPolicy: dnsPolicy must be one of/ },
-  {
-    what: 'an HPA whose minReplicas exceeds its maxReplicas',
-    args: ['--set', 'autoscaling.enabled=true', '--set', 'autoscaling.minReplicas=5', '--set', 'autoscaling.maxReplicas=2'],
-    message: /autoscaling.minReplicas must not exceed autoscaling.maxReplicas/,
-  },
+const refused: [string, string[], RegExp][] = [
+  ['memory in millibytes', set('resources.limits.memory=384m'), /resources.limits.memory is 384m: the suffix m, u or n means a fraction of a byte.*384Mi/],
+  [
+    "the helm test pod's memory in millibytes",
+    set('helmTest.resources.requests.memory=64m'),
+    /helmTest.resources.requests.memory is 64m: the suffix m, u or n means a fraction of a byte/,
+  ],
+  ['a negative quantity', set('resources.requests.cpu=-1'), /at '\/resources\/requests\/cpu'|resources\.requests\.cpu: Must be greater than or equal to 0/],
+  ['a quantity with a unit Kubernetes does not know', set('resources.requests.cpu=1.5cores'), /at '\/resources\/requests\/cpu'|resources\.requests\.cpu: /],
+  ['an extended resource without a domain', set('resources.limits.gpu=1'), /invalid propertyName 'gpu'|Property name of "gpu" does not match/],
+  [
+    'an extended resource in fractions',
+    set('resources.limits.nvidia\\.com/gpu=0.5'),
+    /resources.limits.nvidia.com\/gpu is 0.5: an extended resource is counted in whole units/,
+  ],
+  [
+    'an extended resource requested without a limit',
+    set('resources.requests.nvidia\\.com/gpu=1'),
+    /resources.requests.nvidia.com\/gpu needs resources.limits.nvidia.com\/gpu as well/,
+  ],
+  [
+    'an extended resource requested above its limit',
+    set('resources.requests.nvidia\\.com/gpu=2', 'resources.limits.nvidia\\.com/gpu=1'),
+    /resources.requests.nvidia.com\/gpu \(2\) must equal resources.limits.nvidia.com\/gpu \(1\)/,
+  ],
+  [
+    'huge pages requested without a limit',
+    set('resources.requests.hugepages-2Mi=64Mi'),
+    /resources.requests.hugepages-2Mi needs resources.limits.hugepages-2Mi/,
+  ],
+  ['a label value Kubernetes refuses', set('commonLabels.team=a b'), /at '\/commonLabels\/team'|commonLabels\.team: Does not match pattern/],
+  ['a label key Kubernetes refuses', set('podLabels.-team=a'), /invalid propertyName '-team'|Property name of "-team" does not match/],
+  ['the latest tag', set('image.tag=latest'), /image.tag must not be "latest": pin a version/],
+  ['a grace period shorter than the drain', set('terminationGracePeriodSeconds=10'), /terminationGracePeriodSeconds \(10\) must be at least/],
+  [
+    'externalTrafficPolicy on a ClusterIP Service',
+    set('service.externalTrafficPolicy=Local'),
+    /service.externalTrafficPolicy \(Local\) needs service.type NodePort or LoadBalancer, not ClusterIP/,
+  ],
+  [
+    'loadBalancerSourceRanges on a NodePort Service',
+    set('service.type=NodePort', 'service.loadBalancerSourceRanges={10.0.0.0/8}'),
+    /service.loadBalancerSourceRanges needs service.type LoadBalancer, not NodePort/,
+  ],
+  ['a source range that is no CIDR', set('service.type=LoadBalancer', 'service.loadBalancerSourceRanges={office}'), /loadBalancerSourceRanges/],
+  ['dnsPolicy None without nameservers', set('dnsPolicy=None'), /dnsPolicy None needs dnsConfig.nameservers/],
+  [
+    "an extra container named like the chart's",
+    set('extraContainers[0].name=product-service', 'extraContainers[0].image=x:1'),
+    /the container name product-service is taken/,
+  ],
+  [
+    'an init container without an image',
+    set('initContainers[0].name=wait'),
+    /at '\/initContainers\/0': missing property 'image'|initContainers\.0: image is required/,
+  ],
+  ['an unknown dnsPolicy', set('dnsPolicy=Cluster'), /at '\/dnsPolicy'|dnsPolicy: dnsPolicy must be one of/],
+  [
+    'an HPA whose minReplicas exceeds its maxReplicas',
+    set('autoscaling.enabled=true', 'autoscaling.minReplicas=5', 'autoscaling.maxReplicas=2'),
+    /autoscaling.minReplicas must not exceed autoscaling.maxReplicas/,
+  ],
 ];
 
-describe.each(refused)('values refused: $what', ({ args, message }) => {
+describe.each(refused)('values refused: %s', (_what, args, message) => {
   it.each(HELMS)('by $helmName template and lint --strict, saying why', ({ bin }) => {
     const { template: t, lint } = refusals(args, bin);
     expect(t).toMatch(message);

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { IContainer, IPodSpec, IProbe, ISecretKeySelector } from 'kubernetes-models/v1';
-import { must } from './helm';
+import { byName, must } from './helm';
 
 export interface PodIdentity {
   podName: string;
@@ -54,25 +54,16 @@ function expand(value: string, defined: Map<string, string>): string {
 }
 
 function fieldValue(fieldPath: string, pod: PodIdentity, uid: string): string {
-  switch (fieldPath) {
-    case 'metadata.name':
-      return pod.podName;
-    case 'metadata.namespace':
-      return pod.namespace;
-    case 'metadata.uid':
-      return uid;
-    case 'spec.nodeName':
-      return pod.nodeName;
-    default:
-      throw new Error(`cannot translate fieldRef ${fieldPath}`);
-  }
+  const fields: Record<string, string> = {
+    'metadata.name': pod.podName,
+    'metadata.namespace': pod.namespace,
+    'metadata.uid': uid,
+    'spec.nodeName': pod.nodeName,
+  };
+  return must(fields[fieldPath], `a translation of fieldRef ${fieldPath}`);
 }
 
-/**
- * A Secret key's value, as the kubelet reads it when the container starts. A missing Secret or key
- * fails, as the kubelet refuses to start the container (CreateContainerConfigError), unless the
- * reference is optional: then the variable is left out, which this translation cannot express.
- */
+/** A Secret key's value: a missing one fails, as the kubelet refuses to start the container (an optional one, left out, is not translated). */
 function secretValue(variable: string, ref: ISecretKeySelector, secrets: PodInputs['secrets']): string {
   if (ref.optional) throw new Error(`cannot translate the optional secretKeyRef of ${variable}`);
   const name = must(ref.name, `the Secret name of ${variable}`);
@@ -81,17 +72,9 @@ function secretValue(variable: string, ref: ISecretKeySelector, secrets: PodInpu
   return value;
 }
 
-function containerOf(podSpec: IPodSpec, name: string): IContainer {
-  return must(
-    podSpec.containers.find((c) => c.name === name),
-    `container ${name}`,
-  );
-}
+const containerOf = (podSpec: IPodSpec, name: string): IContainer => must(podSpec.containers.find(byName(name)), `container ${name}`);
 
-/**
- * `docker run` flags for container `containerName` of `podSpec`. The caller adds the network,
- * the name and the image, and says where volumes live on the host when the pod has any.
- */
+/** `docker run` flags for container `containerName` of `podSpec`; the caller adds the network, the name and the image. */
 export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodIdentity, inputs?: PodInputs): Translation {
   const container = containerOf(podSpec, containerName);
   if (podSpec.initContainers?.length) throw new Error('init containers are not translated');
@@ -124,15 +107,10 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
   else if (seccomp !== 'RuntimeDefault') throw new Error(`cannot translate seccompProfile ${String(seccomp)}`);
   if (sc.readOnlyRootFilesystem) args.push('--read-only');
 
-  // Volumes. A disk-backed emptyDir is a directory the kubelet creates world-writable on the node
-  // (its sizeLimit is enforced by eviction, not by the mount): a host directory, bind-mounted. One
-  // with medium Memory is a tmpfs, counted against the memory limit. A ConfigMap or Secret volume
-  // is a read-only mount of the files the kubelet projects from it: the caller gives them.
+  // Volumes. A disk-backed emptyDir is a world-writable host directory (sizeLimit is enforced by eviction, not the mount);
+  // a Memory one, a tmpfs counted against the memory limit; a ConfigMap or Secret, the files the caller projects, read-only.
   for (const mount of container.volumeMounts ?? []) {
-    const volume = must(
-      podSpec.volumes?.find((v) => v.name === mount.name),
-      `volume ${mount.name}`,
-    );
+    const volume = must(podSpec.volumes?.find(byName(mount.name)), `volume ${mount.name}`);
     if (mount.subPath !== undefined || mount.subPathExpr !== undefined) throw new Error(`cannot translate the subPath of mount ${mount.name}`);
     const readonly = mount.readOnly ? ',readonly' : '';
     if (volume.emptyDir?.medium === 'Memory') {
@@ -188,10 +166,7 @@ export function commandArgs(podSpec: IPodSpec, containerName: string): string[] 
   return [...(container.command?.slice(1) ?? []), ...(container.args ?? [])];
 }
 
-/**
- * One HTTP probe as the kubelet sends it: GET with its User-Agent, the probe's timeout,
- * redirects not followed, success on 200-399.
- */
+/** One HTTP probe as the kubelet sends it: GET with its User-Agent, the probe's timeout, redirects not followed, success on 200-399. */
 export async function probeOnce(probe: IProbe, baseUrl: string): Promise<{ ok: boolean; detail: string }> {
   const path = must(probe.httpGet, 'httpGet probe').path ?? '/';
   try {
@@ -207,11 +182,7 @@ export async function probeOnce(probe: IProbe, baseUrl: string): Promise<{ ok: b
   }
 }
 
-/**
- * Runs `probe` every periodSeconds until it succeeds successThreshold times in a row (returns
- * the seconds it took) or fails failureThreshold times in a row (throws: the kubelet would
- * restart the container or mark it unready).
- */
+/** Runs `probe` as the kubelet does: the seconds until successThreshold successes in a row, or throws at failureThreshold failures. */
 export async function probeUntil(name: string, probe: IProbe, baseUrl: string): Promise<number> {
   const started = Date.now();
   let failures = 0;

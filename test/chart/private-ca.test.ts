@@ -1,22 +1,18 @@
-// A collector behind TLS with a private CA: the chart README's recipe (extraVolumes,
-// extraVolumeMounts, OTEL_EXPORTER_OTLP_CERTIFICATE and NODE_EXTRA_CA_CERTS), rendered and run as
-// the kubelet would run it (read-only root, uid 65532, no capabilities, the CA's ConfigMap mounted),
-// against an OTLP receiver over HTTPS whose certificate a CA made by this test signed. With the
-// CA the spans arrive; without it the TLS failure is counted in the otel_sdk_* metrics and requests
-// are still answered.
+// A collector behind TLS with a private CA: the chart README's recipe, rendered and run as the kubelet
+// would run it against an OTLP receiver over HTTPS whose certificate this test's CA signed. With the
+// CA the spans arrive; without it the failure is counted in the otel_sdk_* metrics, requests still answered.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { stringify } from 'yaml';
 import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME } from '../container/docker-host';
 import { sampleValue, samples, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
-import { docker, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE } from './docker-pod';
+import { deploymentWith, docker, DOCKER_NETWORKS, FAST_EXPORT, Pods, postTraced, waitForSpan } from './docker-pod';
 import { readmeYamlBlock } from './docs';
-import { findOne, mainContainer, must, podSpecOf, template } from './helm';
+import { mainContainer, must, podSpecOf } from './helm';
 
 /** The recipe's values, as the chart README shows them. */
 const recipe = readmeYamlBlock('A collector behind a private CA') as {
@@ -25,8 +21,6 @@ const recipe = readmeYamlBlock('A collector behind a private CA') as {
   extraVolumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
   extraEnv: Array<{ name: string; value: string }>;
 };
-/** Spans leave every 200 ms instead of every second. */
-const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };
 
 const pods = new Pods();
 const scratch = mkdtempSync(join(tmpdir(), 'chart-private-ca-'));
@@ -48,42 +42,10 @@ function makeCertificates(): { key: Buffer; cert: Buffer; ca: Buffer } {
   openssl(['req', '-x509', ...NEW_EC_KEY, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=product-service test CA']);
   openssl(['req', ...NEW_EC_KEY, '-keyout', 'server.key', '-out', 'server.csr', '-subj', `/CN=${HOST_NAME}`]);
   writeFileSync(join(scratch, 'server.ext'), `subjectAltName=DNS:${HOST_NAME}\nextendedKeyUsage=serverAuth\n`);
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'server.crt',
-    '-days',
-    '1',
-    '-extfile',
-    'server.ext',
-  ]);
+  const signedByCa = ['-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial'];
+  openssl(['x509', '-req', '-in', 'server.csr', ...signedByCa, '-out', 'server.crt', '-days', '1', '-extfile', 'server.ext']);
   const read = (file: string) => readFileSync(join(scratch, file));
   return { key: read('server.key'), cert: read('server.crt'), ca: read('ca.crt') };
-}
-
-/** The rendered Deployment for `values` (written to a values file, as a user would). */
-function deploymentWith(values: object) {
-  const file = join(scratch, `values-${randomBytes(4).toString('hex')}.yaml`);
-  writeFileSync(file, stringify(values));
-  return findOne(template([...IMAGE_VALUES, '--values', file], RELEASE, NAMESPACE), 'Deployment');
-}
-
-async function postProduct(baseUrl: string, traceId: string): Promise<number> {
-  const res = await fetch(`${baseUrl}/product`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
-    body: '{}',
-  });
-  await res.arrayBuffer();
-  return res.status;
 }
 
 beforeAll(async () => {
@@ -109,25 +71,21 @@ describe("the chart README's private-CA recipe", () => {
   it('mounts the CA read-only and points both variables at it', () => {
     const deployment = deploymentWith(recipe);
     const container = mainContainer(deployment);
-    const mount = must(
-      container.volumeMounts?.find((m) => m.name === recipe.extraVolumes[0]?.name),
-      'CA mount',
-    );
-    expect(mount.readOnly).toBe(true);
+    const mount = container.volumeMounts?.find((m) => m.name === recipe.extraVolumes[0]?.name);
+    expect(mount?.readOnly).toBe(true);
     const caFile = must(container.env?.find((e) => e.name === 'OTEL_EXPORTER_OTLP_CERTIFICATE')?.value, 'OTEL_EXPORTER_OTLP_CERTIFICATE');
-    expect(caFile.startsWith(`${mount.mountPath}/`)).toBe(true);
+    expect(caFile.startsWith(`${mount?.mountPath}/`)).toBe(true);
     expect(container.env?.find((e) => e.name === 'NODE_EXTRA_CA_CERTS')?.value).toBe(caFile);
     expect(podSpecOf(deployment).securityContext).toMatchObject({ runAsUser: 65532, runAsNonRoot: true });
     expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
   });
 
   it('run as the kubelet would run it: spans of a traced request reach the collector over HTTPS', async () => {
-    // The test client reaches the pod through Docker's networks: trusted as an ingress would be, so its traceparent is believed.
     const deployment = deploymentWith({
       ...recipe,
       otel: { ...recipe.otel, endpoint },
       extraEnv: [...recipe.extraEnv, FAST_EXPORT],
-      trustedProxies: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8'],
+      trustedProxies: DOCKER_NETWORKS,
     });
     const pod = await pods.start(deployment, {
       podName: 'products-product-service-ca-1',
@@ -135,12 +93,8 @@ describe("the chart README's private-CA recipe", () => {
       dockerArgs: ADD_HOST_ARGS,
     });
     const traceId = randomBytes(16).toString('hex');
-    expect(await postProduct(pod.baseUrl, traceId)).toBe(201);
-    try {
-      await receiver.waitForSpans((span) => span.traceId === traceId, 1, 20_000);
-    } catch (err) {
-      throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(pod.name)}`, { cause: err });
-    }
+    expect(await postTraced(pod.baseUrl, traceId)).toBe(201);
+    await waitForSpan(receiver, traceId, pod.name);
     const metrics = await scrape(pod.metricsUrl);
     expect(sampleValue(metrics, 'otel_sdk_exporter_span_exported_total')).toBeGreaterThanOrEqual(1);
     expect(samples(metrics, 'otel_sdk_exporter_span_exported_total').filter((s) => s.labels.error_type !== undefined && s.value > 0)).toEqual([]);
@@ -153,7 +107,7 @@ describe('without the CA', () => {
     expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toEqual(['tmp']);
     const pod = await pods.start(deployment, { podName: 'products-product-service-noca-1', dockerArgs: ADD_HOST_ARGS });
     const traceId = randomBytes(16).toString('hex');
-    for (let i = 0; i < 5; i++) expect(await postProduct(pod.baseUrl, traceId)).toBe(201);
+    for (let i = 0; i < 5; i++) expect(await postTraced(pod.baseUrl, traceId)).toBe(201);
     const failed = await vi.waitFor(
       async () => {
         const exposition = await scrape(pod.metricsUrl);
@@ -170,7 +124,7 @@ describe('without the CA', () => {
     );
     expect(receiver.spans.filter((span) => span.traceId === traceId)).toEqual([]);
     expect((await fetch(`${pod.baseUrl}/health`)).status).toBe(200);
-    expect(await postProduct(pod.baseUrl, traceId)).toBe(201);
+    expect(await postTraced(pod.baseUrl, traceId)).toBe(201);
     // The failure is explained on stderr, once.
     expect(docker(['logs', pod.name]).stderr).toMatch(/certificate/i);
   });

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
-import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests } from './helm';
+import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests, set } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-release-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -25,6 +25,18 @@ function filesUnder(dir: string): string[] {
 }
 
 const node = (script: string, args: string[], cwd = ROOT) => spawnSync(process.execPath, [join(ROOT, script), ...args], { cwd, encoding: 'utf8' });
+
+/** package-chart.mjs's arguments for chart and image `version`, pushed as `digest`. */
+const releaseArgs = (version: string, digest: string) => [
+  ...['--version', version, '--app-version', version, '--repository', 'https://github.com/Acme-Corp/product-service', '--image-digest', digest],
+];
+
+/** The path of the chart package-chart.mjs writes to `destination`, as a release does. */
+function packageChart(version: string, digest: string, destination: string): string {
+  const run = node('scripts/release/package-chart.mjs', [...releaseArgs(version, digest), '--destination', destination, '--helm', helmBin]);
+  if (run.status !== 0) throw new Error(`package-chart failed: ${run.stderr}`);
+  return run.stdout.trim();
+}
 
 describe('scripts/release/plan.mjs', () => {
   let repoCount = 0;
@@ -65,21 +77,26 @@ describe('scripts/release/plan.mjs', () => {
         .map((line) => line.split('=') as [string, string]),
     );
 
-  it('v1.2.3 on main with package.json 1.2.3: the image and the chart 1.2.3', () => {
-    const run = plan(repository(['1.2.2', '1.2.3'], { 'v1.2.2': 0, 'v1.2.3': 1 }), 'v1.2.3');
+  it.each<{ what: string; versions: string[]; tags: Record<string, number>; tag: string; expected: Record<string, string> }>([
+    {
+      what: 'v1.2.3 on main with package.json 1.2.3: the image and the chart 1.2.3',
+      ...{ versions: ['1.2.2', '1.2.3'], tags: { 'v1.2.2': 0, 'v1.2.3': 1 }, tag: 'v1.2.3' },
+      expected: { kind: 'app', version: '1.2.3', image_version: '1.2.3', prerelease: 'false' },
+    },
+    {
+      what: 'a pre-release tag is marked as one',
+      ...{ versions: ['1.3.0-rc.1'], tags: { 'v1.3.0-rc.1': 0 }, tag: 'v1.3.0-rc.1' },
+      expected: { kind: 'app', version: '1.3.0-rc.1', image_version: '1.3.0-rc.1', prerelease: 'true' },
+    },
+    {
+      what: "chart-v1.2.4: the chart alone, running the released image of package.json's version",
+      ...{ versions: ['1.2.3', '1.2.3'], tags: { 'v1.2.3': 0, 'chart-v1.2.4': 1 }, tag: 'chart-v1.2.4' },
+      expected: { kind: 'chart', version: '1.2.4', image_version: '1.2.3', prerelease: 'false' },
+    },
+  ])('$what', ({ versions, tags, tag, expected }) => {
+    const run = plan(repository(versions, tags), tag);
     expect(run.status, run.stderr).toBe(0);
-    expect(outputs(run.stdout)).toEqual({ kind: 'app', version: '1.2.3', image_version: '1.2.3', prerelease: 'false' });
-  });
-
-  it('a pre-release tag is marked as one', () => {
-    const run = plan(repository(['1.3.0-rc.1'], { 'v1.3.0-rc.1': 0 }), 'v1.3.0-rc.1');
-    expect(outputs(run.stdout)).toMatchObject({ kind: 'app', version: '1.3.0-rc.1', prerelease: 'true' });
-  });
-
-  it("chart-v1.2.4: the chart alone, running the released image of package.json's version", () => {
-    const run = plan(repository(['1.2.3', '1.2.3'], { 'v1.2.3': 0, 'chart-v1.2.4': 1 }), 'chart-v1.2.4');
-    expect(run.status, run.stderr).toBe(0);
-    expect(outputs(run.stdout)).toEqual({ kind: 'chart', version: '1.2.4', image_version: '1.2.3', prerelease: 'false' });
+    expect(outputs(run.stdout)).toEqual(expected);
   });
 
   it.each<{ what: string; versions: string[]; tags: Record<string, number | 'side'>; tag: string; message: RegExp }>([
@@ -119,13 +136,10 @@ describe('scripts/release/plan.mjs', () => {
 describe('scripts/release/package-chart.mjs', () => {
   const digest = `sha256:${'3c'.repeat(32)}`;
   const image = `ghcr.io/acme-corp/product-service:1.2.3@${digest}`;
-  const release = ['--version', '1.2.3', '--app-version', '1.2.3', '--repository', 'https://github.com/Acme-Corp/product-service', '--image-digest', digest];
   /** Every file of the source chart: a release must change none of them. */
   const source = () => filesUnder(chartDir).map((f) => [f, readFileSync(f, 'utf8')]);
   const before = source();
-  const run = node('scripts/release/package-chart.mjs', [...release, '--destination', join(scratch, 'dist'), '--helm', helmBin]);
-  if (run.status !== 0) throw new Error(`package-chart failed: ${run.stderr}`);
-  const packaged = run.stdout.trim();
+  const packaged = packageChart('1.2.3', digest, join(scratch, 'dist'));
 
   // A stranger's directory: the package and nothing else.
   const stranger = mkdtempSync(join(scratch, 'stranger-'));
@@ -178,19 +192,10 @@ describe('scripts/release/package-chart.mjs', () => {
   });
 
   it('refuses a missing or malformed digest, in one line naming it', () => {
-    const missing = node('scripts/release/package-chart.mjs', [
-      '--version',
-      '1.2.3',
-      '--app-version',
-      '1.2.3',
-      '--repository',
-      'https://github.com/a/b',
-      '--destination',
-      scratch,
-    ]);
+    const missing = node('scripts/release/package-chart.mjs', [...releaseArgs('1.2.3', digest).slice(0, -2), '--destination', scratch]);
     expect(missing.status).toBe(1);
     expect(missing.stderr).toBe('package-chart: --image-digest is missing: expected the pushed image digest, sha256:<64 hex digits>\n');
-    const malformed = node('scripts/release/package-chart.mjs', [...release.slice(0, -1), 'sha256:abc', '--destination', scratch]);
+    const malformed = node('scripts/release/package-chart.mjs', [...releaseArgs('1.2.3', 'sha256:abc'), '--destination', scratch]);
     expect(malformed.stderr).toBe('package-chart: --image-digest "sha256:abc": expected the pushed image digest, sha256:<64 hex digits>\n');
   });
 });
@@ -198,17 +203,10 @@ describe('scripts/release/package-chart.mjs', () => {
 describe('a released digest is only ever paired with its own version', () => {
   const digests = { '1.2.3': `sha256:${'12'.repeat(32)}`, '1.2.4': `sha256:${'34'.repeat(32)}` };
   const repository = 'ghcr.io/acme-corp/product-service';
-  /** Chart and image `version`, packaged by the release script as a release does. */
-  const packageVersion = (version: keyof typeof digests) => {
-    const run = node('scripts/release/package-chart.mjs', [
-      ...['--version', version, '--app-version', version, '--repository', 'https://github.com/Acme-Corp/product-service'],
-      ...['--image-digest', digests[version], '--destination', join(scratch, `two-${version}`), '--helm', helmBin],
-    ]);
-    if (run.status !== 0) throw new Error(`package-chart failed: ${run.stderr}`);
-    return run.stdout.trim();
-  };
-  const old = packageVersion('1.2.3');
-  const next = packageVersion('1.2.4');
+  const old = packageChart('1.2.3', digests['1.2.3'], join(scratch, 'two-1.2.3'));
+  const next = packageChart('1.2.4', digests['1.2.4'], join(scratch, 'two-1.2.4'));
+  /** The released image `version` by digest, as the server and the helm test pod run it. */
+  const released = (version: keyof typeof digests) => Array<string>(2).fill(`${repository}:${version}@${digests[version]}`);
   /** The chart's images (the server and the helm test pod) as `helm template` renders them. */
   const images = (chart: string, args: string[] = []) => {
     const run = helm(['template', 'products', chart, '--namespace', 'shop', ...args]);
@@ -220,12 +218,12 @@ describe('a released digest is only ever paired with its own version', () => {
   writeFileSync(oldValues, helm(['show', 'values', old]).stdout);
 
   it('each package runs its own image by digest', () => {
-    expect(images(old)).toEqual([`${repository}:1.2.3@${digests['1.2.3']}`, `${repository}:1.2.3@${digests['1.2.3']}`]);
-    expect(images(next)).toEqual([`${repository}:1.2.4@${digests['1.2.4']}`, `${repository}:1.2.4@${digests['1.2.4']}`]);
+    expect(images(old)).toEqual(released('1.2.3'));
+    expect(images(next)).toEqual(released('1.2.4'));
   });
 
   it('another image.tag is pulled by tag, without the digest of the chart version, and NOTES says so', () => {
-    expect(images(old, ['--set', 'image.tag=1.2.4'])).toEqual([`${repository}:1.2.4`, `${repository}:1.2.4`]);
+    expect(images(old, set('image.tag=1.2.4'))).toEqual([`${repository}:1.2.4`, `${repository}:1.2.4`]);
     const install = helm(['install', 'products', old, '--dry-run=client', '--namespace', 'shop', '--set', 'image.tag=1.2.4']);
     expect(install.status, install.stderr).toBe(0);
     expect(install.stdout).toContain(
@@ -234,7 +232,7 @@ describe('a released digest is only ever paired with its own version', () => {
   });
 
   it("a values file copied from the older chart's `helm show values` runs the newer chart's image", () => {
-    expect(images(next, ['--values', oldValues])).toEqual([`${repository}:1.2.4@${digests['1.2.4']}`, `${repository}:1.2.4@${digests['1.2.4']}`]);
+    expect(images(next, ['--values', oldValues])).toEqual(released('1.2.4'));
   });
 
   it("--reuse-values: the newer chart rendered with the older chart's values as its defaults runs the newer image", () => {
@@ -245,7 +243,7 @@ describe('a released digest is only ever paired with its own version', () => {
     const untar = spawnSync('tar', ['-xzf', next, '-C', dir]);
     expect(untar.status).toBe(0);
     copyFileSync(oldValues, join(dir, 'product-service/values.yaml'));
-    expect(images(join(dir, 'product-service'))).toEqual([`${repository}:1.2.4@${digests['1.2.4']}`, `${repository}:1.2.4@${digests['1.2.4']}`]);
+    expect(images(join(dir, 'product-service'))).toEqual(released('1.2.4'));
   });
 
   it('--reuse-values from a release that stamped its digest in values.yaml: refused, naming the fix, which then runs the newer image', () => {
@@ -266,16 +264,13 @@ describe('a released digest is only ever paired with its own version', () => {
       `image.digest is set but image.tag is empty: the default tag changes with every chart version, and ${digests['1.2.3']} would run under another version's name`,
     );
     expect(refused.stderr).toContain('clear image.digest (--set image.digest=)');
-    expect(images(join(dir, 'product-service'), ['--set', 'image.digest='])).toEqual([
-      `${repository}:1.2.4@${digests['1.2.4']}`,
-      `${repository}:1.2.4@${digests['1.2.4']}`,
-    ]);
+    expect(images(join(dir, 'product-service'), set('image.digest='))).toEqual(released('1.2.4'));
     const deployment = findOne(parseManifests(helm(['template', 'products', join(dir, 'product-service'), '--set', 'image.digest=']).stdout), 'Deployment');
     expect(deployment.spec?.revisionHistoryLimit).toBe(5);
   });
 
   it('global.imageRegistry moves both images to a mirror and keeps the digest', () => {
-    expect(images(old, ['--set', 'global.imageRegistry=mirror.example.com'])).toEqual([
+    expect(images(old, set('global.imageRegistry=mirror.example.com'))).toEqual([
       `mirror.example.com/acme-corp/product-service:1.2.3@${digests['1.2.3']}`,
       `mirror.example.com/acme-corp/product-service:1.2.3@${digests['1.2.3']}`,
     ]);
@@ -322,11 +317,7 @@ describe('scripts/release/push-chart.mjs on a real registry (CNCF Distribution, 
     const registry = spawn('docker-registry', ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
     try {
       await vi.waitFor(async () => expect((await fetch(`http://127.0.0.1:${port}/v2/`)).status).toBe(200), { timeout: 10_000, interval: 100 });
-      const digest = `sha256:${'3c'.repeat(32)}`;
-      const packaged = node('scripts/release/package-chart.mjs', [
-        ...['--version', '1.2.3', '--app-version', '1.2.3', '--repository', 'https://github.com/acme/product-service', '--image-digest', digest],
-        ...['--destination', join(dir, 'dist'), '--helm', helmBin],
-      ]).stdout.trim();
+      const packaged = packageChart('1.2.3', `sha256:${'3c'.repeat(32)}`, join(dir, 'dist'));
       const push = () =>
         node('scripts/release/push-chart.mjs', ['--chart', packaged, '--registry', `oci://127.0.0.1:${port}/charts`, '--helm', helmBin, '--plain-http']);
       const first = push();

@@ -10,29 +10,19 @@ import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodMonitor, PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
 
-// Each model takes its own kind's type; the rendered object is checked by validate(), not by the compiler.
-type Model = new (data: never) => { validate(): void };
+const MODELS = [ConfigMap, Pod, Service, ServiceAccount, Deployment, HorizontalPodAutoscaler, PodDisruptionBudget, Ingress, NetworkPolicy] as const;
+const CRD_MODELS = [ServiceMonitor, PodMonitor, PrometheusRule, HTTPRoute] as const;
+/** The rendered kinds and their API types (kubernetes-models, Prometheus Operator, Gateway API). */
+export type Kinds = { [M in (typeof MODELS)[number] | (typeof CRD_MODELS)[number] as M['kind']]: InstanceType<M> };
 
-const models: Record<string, Model> = {
-  'v1/ConfigMap': ConfigMap,
-  'v1/Pod': Pod,
-  'v1/Service': Service,
-  'v1/ServiceAccount': ServiceAccount,
-  'apps/v1/Deployment': Deployment,
-  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
-  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
-  'networking.k8s.io/v1/Ingress': Ingress,
-  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
-  'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor,
-  'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
-  'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
-  'gateway.networking.k8s.io/v1/HTTPRoute': HTTPRoute,
-};
+// Each model takes its own kind's type; the rendered object is checked by validate(), not by the compiler.
+type Model = { apiVersion: string; kind: string; new (data: never): { validate(): void } };
+const models = new Map(([...MODELS, ...CRD_MODELS] as Model[]).map((model) => [`${model.apiVersion}/${model.kind}`, model]));
 
 /** Throws, naming the object and the failing field, unless the object is valid for its kind. */
 export function validateObject(obj: { apiVersion?: string; kind?: string; metadata?: { name?: string } }): void {
   const key = `${obj.apiVersion}/${obj.kind}`;
-  const model = models[key];
+  const model = models.get(key);
   if (!model) throw new Error(`no schema for ${key} (${obj.metadata?.name}): add it to test/chart/validate.ts`);
   try {
     new model(obj as never).validate();
