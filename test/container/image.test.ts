@@ -43,11 +43,10 @@ function logsOf(id: string): { stdout: string; stderr: string } {
   return { stdout: run.stdout, stderr: run.stderr };
 }
 
-function docker(args: string[], input?: string): string {
+function docker(args: string[]): string {
   const run = spawnSync(DOCKER, args, {
     cwd: ROOT,
     encoding: 'utf8',
-    input,
     maxBuffer: 256 * 1024 * 1024,
     env: { ...process.env, DOCKER_BUILDKIT: '1' },
   });
@@ -346,23 +345,6 @@ describe('running as the Helm chart runs it', () => {
   it('has written nothing on stderr: no EACCES, EROFS or compile cache warning from the read-only cache', () => {
     expect(logsOf(container ?? '').stderr).toBe('');
   });
-
-  it(`stops on SIGTERM (docker stop) with exit code 0, well inside the ${GRACE_SECONDS} s grace period`, () => {
-    const id = container ?? '';
-    const started = performance.now();
-    docker(['stop', '--time', String(GRACE_SECONDS), id]);
-    const seconds = (performance.now() - started) / 1000;
-    const state = JSON.parse(docker(['inspect', '--format', '{{json .State}}', id])) as { ExitCode: number; OOMKilled: boolean };
-    console.log(`docker stop: ${seconds.toFixed(2)} s, exit code ${state.ExitCode}`);
-    expect(state.ExitCode, docker(['logs', id])).toBe(0);
-    // Docker would SIGKILL (exit 137) only at the grace period's end; this is far from it.
-    expect(seconds).toBeLessThan(GRACE_SECONDS / 3);
-    // The service logged in JSON on stdout until the end.
-    const lines = docker(['logs', id]).trim().split('\n');
-    expect(() => {
-      JSON.parse(lines.at(-1) ?? '');
-    }).not.toThrow();
-  });
 });
 
 // Node's compile cache: filled by the Dockerfile's compile-cache stage, read-only at run time.
@@ -573,7 +555,8 @@ describe('tracing from the image', () => {
         expect(span?.spanId).toMatch(/^[0-9a-f]{16}$/);
         expect(span?.attributes).toMatchObject({ 'http.route': '/product', 'product.id': productId });
 
-        // The request's log line, on the container's stdout, names that span.
+        // The service logs in JSON on stdout until the end; the request's log line names that span.
+        expect(jsonLines(logs.stdout), context).toHaveLength(logs.stdout.trim().split('\n').length);
         const lines = jsonLines(logs.stdout).filter((line) => line.msg === 'request completed' && line.route === '/product');
         expect(lines, context).toHaveLength(1);
         expect(lines[0]).toMatchObject({ method: 'POST', status: 201, trace_id: traceId, span_id: span?.spanId, trace_flags: '01' });
