@@ -2,10 +2,8 @@
 // scanned, run on real tools: skopeo, and a real registry (CNCF Distribution) of the test's own on a
 // loopback port (scripts/ci/install-registry-tools.sh installs both). The archive is made here in the
 // shape BuildKit's OCI output has: an image index of two platforms and an attestation manifest. The
-// registry then serves that index, byte for byte, under every tag; each platform's archive for the
-// scanner holds that platform's manifest unchanged; an archive that is not the one scanned is refused.
-// The host's platform image is runnable (the host's /bin/sh and the libraries it links): loaded into
-// the real Docker engine, as image.yml loads the archive for the container tests, it runs.
+// host's platform image is runnable (the host's /bin/sh and the libraries it links), so that loaded
+// into the real Docker engine, as image.yml loads the archive for the container tests, it runs.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
