@@ -10,10 +10,6 @@
 // The image is ghcr.io/<owner>/product-service (the owner in lower case, as GHCR names it), the
 // chart's OCI repository ghcr.io/<owner>/charts. Prints the package's path. Before it does, it
 // renders the package with no values and checks that the Deployment runs exactly that image.
-//
-// What a release changes is data, below: a field of a YAML file is one line of FIELDS; a
-// placeholder of the source chart, replaced in every text file of the package, is one line of
-// PLACEHOLDERS.
 import { spawnSync } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,7 +35,7 @@ const FIELDS = [
   ['values.yaml', ['image', 'repository'], (r) => r.imageRepository],
 ];
 
-/** @type {Array<[placeholder: string, value: (release: Release) => string]>} */
+/** Replaced in every text file of the package. @type {Array<[placeholder: string, value: (release: Release) => string]>} */
 const PLACEHOLDERS = [
   // Links to files of the repository point at the release's own tag.
   ['https://github.com/example-org/product-service/blob/main/', (r) => `${r.repositoryUrl}/blob/${r.tag}/`],
@@ -47,7 +43,6 @@ const PLACEHOLDERS = [
   ['ghcr.io/example-org/', (r) => `${r.registry}/`],
 ];
 
-/** One line on stderr naming what is wrong, then exit 1. */
 function fail(message) {
   process.stderr.write(`package-chart: ${message}\n`);
   process.exit(1);

@@ -2,10 +2,8 @@
 // scanned, run on real tools: skopeo, and a real registry (CNCF Distribution) of the test's own on a
 // loopback port (scripts/ci/install-registry-tools.sh installs both). The archive is made here in the
 // shape BuildKit's OCI output has: an image index of two platforms and an attestation manifest. The
-// registry then serves that index, byte for byte, under every tag; each platform's archive for the
-// scanner holds that platform's manifest unchanged; an archive that is not the one scanned is refused.
-// The host's platform image is runnable (the host's /bin/sh and the libraries it links): loaded into
-// the real Docker engine, as image.yml loads the archive for the container tests, it runs.
+// host's platform image is runnable (the host's /bin/sh and the libraries it links), so that loaded
+// into the real Docker engine, as image.yml loads the archive for the container tests, it runs.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
@@ -205,30 +203,17 @@ describe('scripts/release/image-archive.mjs', () => {
     expect(spawnSync('skopeo', ['inspect', '--raw', '--tls-verify=false', `docker://${host}/shop/refused:1.0.0`]).status).not.toBe(0);
   });
 
-  it("load: the engine holds the host platform's image of the archive, config and layers, and runs it", () => {
-    const tag = loadedTag(`linux/${HOST_ARCH}`);
+  it.each(['amd64', 'arm64'])("load: the engine holds the index's linux/%s image, config and layers, as that platform; the host's runs", (arch) => {
+    const tag = loadedTag(`linux/${arch}`);
     loaded.push(tag);
-    const run = script('load', '--archive', archive, '--digest', index.digest, '--platform', `linux/${HOST_ARCH}`, '--tag', tag);
+    const run = script('load', '--archive', archive, '--digest', index.digest, '--platform', `linux/${arch}`, '--tag', tag);
     expect(run.status, run.stderr).toBe(0);
-    const [inspected] = JSON.parse(must(spawnSync(DOCKER, ['image', 'inspect', tag], { encoding: 'utf8' }), 'docker image inspect')) as Array<{
-      Id: string;
-      Architecture: string;
-    }>;
-    const manifest = HOST_ARCH === 'amd64' ? amd64 : arm64;
+    const [inspected] = JSON.parse(must(spawnSync(DOCKER, ['image', 'inspect', tag], { encoding: 'utf8' }), 'docker image inspect')) as unknown[];
+    const manifest = arch === 'amd64' ? amd64 : arm64;
     const config = (JSON.parse(readFileSync(join(layout.dir, 'blobs/sha256', manifest.digest.slice(7)), 'utf8')) as { config: Descriptor }).config;
-    expect(inspected).toMatchObject({ Id: config.digest, Architecture: HOST_ARCH });
+    expect(inspected).toMatchObject({ Id: config.digest, Os: 'linux', Architecture: arch });
+    if (arch !== HOST_ARCH) return;
     expect(must(spawnSync(DOCKER, ['run', '--rm', '--network', 'none', tag], { encoding: 'utf8' }), 'docker run')).toBe(`built for linux/${HOST_ARCH}\n`);
-  });
-
-  it('load: another platform of the index is loaded as that platform', () => {
-    const other = HOST_ARCH === 'amd64' ? 'arm64' : 'amd64';
-    const tag = loadedTag(`linux/${other}`);
-    loaded.push(tag);
-    const run = script('load', '--archive', archive, '--digest', index.digest, '--platform', `linux/${other}`, '--tag', tag);
-    expect(run.status, run.stderr).toBe(0);
-    expect(must(spawnSync(DOCKER, ['image', 'inspect', '--format', '{{.Os}}/{{.Architecture}}', tag], { encoding: 'utf8' }), 'inspect').trim()).toBe(
-      `linux/${other}`,
-    );
   });
 
   it('load: refuses an archive that is not the one pushed, or a platform it lacks, and loads nothing', () => {
