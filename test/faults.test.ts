@@ -25,7 +25,7 @@ const post = (baseUrl: string, headers: Record<string, string> = {}): Promise<Re
   fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: '{"name":"lamp"}' });
 
 async function exposition(svc: InProcessService): Promise<string> {
-  return (await svc.metrics.render(undefined)).body;
+  return await svc.exposition();
 }
 
 async function startWithFaults(errorRatio: number, delayMs: number): Promise<InProcessService> {

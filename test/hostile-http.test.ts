@@ -129,7 +129,7 @@ describe('a request answered 408 because its body came too slowly', () => {
     });
     expect(svc.logs.filter((line) => line.msg === 'request completed')).toEqual([expect.objectContaining({ level: 'info', status: 408, route: '/product' })]);
     expect(svc.logs.filter((line) => line.level === 'error')).toEqual([]);
-    const exposition = (await svc.metrics.render(undefined)).body;
+    const exposition = await svc.exposition();
     expect(requestCount(exposition, 'POST', '/product', 408)).toBe(1);
     expect(statusesCounted(exposition)).toEqual([408]);
     expect(idsIssued(exposition)).toBe(0);
@@ -213,7 +213,7 @@ describe('a body over the limit from a client still sending it', () => {
       expectProblem(answer, 413);
       expect(answer.headers.connection).toBe('close');
     }
-    expect(requestCount((await svc.metrics.render(undefined)).body, 'POST', '/product', 413)).toBe(20);
+    expect(requestCount(await svc.exposition(), 'POST', '/product', 413)).toBe(20);
   });
 
   it('the lingering close is bounded in bytes: a client that keeps sending is cut off after the limit', async () => {
@@ -257,7 +257,7 @@ describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
     expect((await send(svc.port, 'POST http://forged.example/product?x=1')).status).toBe(201);
     expect((await send(svc.port, 'GET http://forged.example')).status).toBe(404);
     expect((await send(svc.metricsPort, 'GET http://forged.example/metrics')).status).toBe(200);
-    const exposition = (await svc.metrics.render(undefined)).body;
+    const exposition = await svc.exposition();
     expect(requestCount(exposition, 'GET', '/health', 200)).toBe(1);
     expect(requestCount(exposition, 'HEAD', '/health', 200)).toBe(1);
     expect(idsIssued(exposition)).toBe(1);
@@ -266,13 +266,13 @@ describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
   it.each(['POST file:///product', 'GET ftp://forged.example/health'])(
     '%s: 400, saying which targets are served; no id, not recorded as a route, counted as a refusal',
     async (line) => {
-      const before = (await svc.metrics.render(undefined)).body;
+      const before = await svc.exposition();
       const answer = await send(svc.port, line);
       expectProblem(answer, 400);
       expect(JSON.parse(answer.body)).toMatchObject({
         detail: 'Only origin-form request targets (/path) and absolute-form http:// or https:// targets are served.',
       });
-      const after = (await svc.metrics.render(undefined)).body;
+      const after = await svc.exposition();
       expect(idsIssued(after)).toBe(idsIssued(before));
       const refused = (exposition: string): number => sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'bad_request' }) ?? 0;
       expect(refused(after)).toBe(refused(before) + 1);
@@ -316,7 +316,7 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
   });
 
   it('issued no id for any of them, and HTTP/1.0 without Transfer-Encoding is still served', async () => {
-    expect(idsIssued((await svc.metrics.render(undefined)).body)).toBe(0);
+    expect(idsIssued(await svc.exposition())).toBe(0);
     expect(parseResponse(await exchangeUntilClosed(svc.port, 'POST /product HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}')).status).toBe(201);
   });
 });
@@ -461,7 +461,7 @@ describe('the metrics port, attacked as the API port is', () => {
     expect(received()).toBeGreaterThan(MAX_REQUESTS_PER_CONNECTION_PER_TURN);
     expect(renders()).toBe(1);
     // The refusal counter is the API's.
-    const exposition = (await svc.metrics.render(undefined)).body;
+    const exposition = await svc.exposition();
     expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'pipelining_limit' })).toBe(0);
   });
 

@@ -123,7 +123,7 @@ describe('an unexpected error while serving a request', () => {
       expect(next.status).toBe(201);
       expect(await next.json()).toEqual({ product_id: 42 });
       expect(svc.metrics.registry.getSingleMetric('product_ids_issued_total')).toBeDefined();
-      expect(sampleValue((await svc.metrics.render(undefined)).body, 'product_ids_issued_total')).toBe(1);
+      expect(sampleValue(await svc.exposition(), 'product_ids_issued_total')).toBe(1);
     } finally {
       await svc.close();
     }

@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
+import { afterAll, beforeAll, onTestFinished } from 'vitest';
 import { parseConfig } from '../../src/config';
 import type { Faults } from '../../src/http/faults';
 import type { ServerOptions } from '../../src/http/server';
@@ -16,6 +17,8 @@ export interface InProcessService {
   metricsPort: number;
   metricsUrl: string;
   metrics: Metrics;
+  /** What the metrics port would answer a plain scrape now. */
+  exposition(): Promise<string>;
   logger: Logger;
   /** JSON log lines written so far. */
   logs: Array<Record<string, unknown>>;
@@ -72,6 +75,7 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
     metricsPort,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     metrics,
+    exposition: async () => (await metrics.render(undefined)).body,
     logger,
     logs,
     close: () => Promise.all([service.apiServer, service.metricsServer].map(closeNow)).then(() => undefined),
@@ -83,4 +87,21 @@ function closeNow(server: Server): Promise<void> {
     server.closeAllConnections();
     server.close(() => resolve());
   });
+}
+
+/** startInProcess for the test that calls it: closed once the test has finished. */
+export async function inProcessForTest(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}): Promise<InProcessService> {
+  const svc = await startInProcess(overrides, serverOptions);
+  onTestFinished(() => svc.close());
+  return svc;
+}
+
+/** startInProcess for the tests of the describe block (or file) that calls it: filled in before them, closed after them. */
+export function inProcessForSuite(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}): InProcessService {
+  const svc = {} as InProcessService;
+  beforeAll(async () => {
+    Object.assign(svc, await startInProcess(overrides, serverOptions));
+  });
+  afterAll(() => svc.close());
+  return svc;
 }

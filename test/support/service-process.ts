@@ -5,7 +5,8 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { vi } from 'vitest';
+import { afterAll, beforeAll, onTestFinished, vi } from 'vitest';
+import { startOtlpReceiver, type OtlpReceiver } from './otlp-receiver';
 import { MAIN, ROOT, SRC } from './paths';
 
 /** package.json's version: what the built service reports as its version (log lines, resource, build info). */
@@ -31,6 +32,9 @@ export async function freePort(): Promise<number> {
   const [port] = await freePorts(1);
   return port as number;
 }
+
+/** The resident set size of process `pid`, in MiB (Linux). */
+export const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 
 export interface ServiceProcess {
   readonly child: ChildProcess;
@@ -160,6 +164,32 @@ export async function startService(env: Record<string, string> = {}, stdoutFd?: 
     throw error;
   }
   return service;
+}
+
+/** startService for the test that calls it: killed once the test has finished. */
+export async function serviceForTest(env: Record<string, string> = {}, stdoutFd?: number): Promise<ServiceProcess> {
+  const svc = await startService(env, stdoutFd);
+  onTestFinished(async () => {
+    await svc.stop('SIGKILL');
+  });
+  return svc;
+}
+
+/**
+ * A receiver, and a service exporting its spans to it every 200 ms with `env` added, started for the
+ * tests of the describe block that calls it (filled in before them).
+ */
+export function exportingServiceForSuite(env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } {
+  const shared = {} as { collector: OtlpReceiver; svc: ServiceProcess };
+  beforeAll(async () => {
+    shared.collector = await startOtlpReceiver('ok');
+    shared.svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: shared.collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', ...env });
+  });
+  afterAll(async () => {
+    await shared.svc.stop('SIGKILL');
+    await shared.collector.close();
+  });
+  return shared;
 }
 
 /** Runs the entry point to completion (for configurations that must stop it) and returns what it said. */
