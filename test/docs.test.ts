@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { startInProcess } from './support/in-process';
+import { inProcessForTest } from './support/in-process';
 import { ROOT } from './support/paths';
 
 describe('the Markdown', () => {
@@ -32,16 +32,11 @@ describe('docs/observability.md', () => {
     const page = readFileSync(join(ROOT, 'docs', 'observability.md'), 'utf8');
     const metricsSection = page.slice(page.indexOf('## Metrics'), page.indexOf('\n## ', page.indexOf('## Metrics') + 1));
     const documented = [...metricsSection.matchAll(/^\| `([a-z_*]+)`/gm)].map((match) => match[1] ?? '');
-    const service = await startInProcess();
-    try {
-      const exposition = await (await fetch(service.metricsUrl)).text();
-      const exposed = [...exposition.matchAll(/^# TYPE (\S+) /gm)].map((match) => match[1] ?? '');
-      // Process metrics (prom-client's defaults) are one row, `process_*`, `nodejs_*`; the in-process service has none.
-      const named = documented.filter((name) => !name.endsWith('*'));
-      expect(exposed.filter((name) => !named.includes(name)).sort(), 'exposed but not in the table').toEqual([]);
-      expect(named.filter((name) => !exposed.includes(name)).sort(), 'in the table but not exposed').toEqual([]);
-    } finally {
-      await service.close();
-    }
+    const exposition = await (await fetch((await inProcessForTest()).metricsUrl)).text();
+    const exposed = [...exposition.matchAll(/^# TYPE (\S+) /gm)].map((match) => match[1] ?? '');
+    // Process metrics (prom-client's defaults) are one row, `process_*`, `nodejs_*`; the in-process service has none.
+    const named = documented.filter((name) => !name.endsWith('*'));
+    expect(exposed.filter((name) => !named.includes(name)).sort(), 'exposed but not in the table').toEqual([]);
+    expect(named.filter((name) => !exposed.includes(name)).sort(), 'in the table but not exposed').toEqual([]);
   });
 });

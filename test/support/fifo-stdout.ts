@@ -7,8 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { collectLogLines, startService, type LogLine, type ServiceProcess } from './service-process';
 
-export interface FifoService extends ServiceProcess {
-  /** Every complete line the reader has read (see LogLine); logLines() stays empty. */
+/** A ServiceProcess whose stdout the test reads only through the FIFO's reader. */
+export interface FifoService extends Omit<ServiceProcess, 'logLines' | 'stdout' | 'waitForLog'> {
+  /** Every complete line the reader has read (see LogLine). */
   readonly lines: LogLine[];
   /** The reader stops reading (the pipe fills up) or reads again. */
   pauseReader(): void;
