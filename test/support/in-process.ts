@@ -4,26 +4,11 @@ import { afterAll, beforeAll, onTestFinished } from 'vitest';
 import { parseConfig } from '../../src/config';
 import type { Faults } from '../../src/http/faults';
 import type { ServerOptions } from '../../src/http/server';
-import { createLogger, type Logger } from '../../src/observability/logger';
-import { createMetrics, type Metrics } from '../../src/observability/metrics';
+import { createLogger } from '../../src/observability/logger';
+import { createMetrics } from '../../src/observability/metrics';
 import { createService, portOf, type ServiceDependencies } from '../../src/service';
 
-export interface InProcessService {
-  server: Server;
-  baseUrl: string;
-  port: number;
-  /** The metrics port's server, its port, and its endpoint http://127.0.0.1:PORT/metrics (as ServiceProcess.metricsUrl). */
-  metricsServer: Server;
-  metricsPort: number;
-  metricsUrl: string;
-  metrics: Metrics;
-  /** What the metrics port would answer a plain scrape now. */
-  exposition(): Promise<string>;
-  logger: Logger;
-  /** JSON log lines written so far. */
-  logs: Array<Record<string, unknown>>;
-  close(): Promise<void>;
-}
+export type InProcessService = Awaited<ReturnType<typeof startInProcess>>;
 
 /** What a test may change in the service it starts. */
 export interface InProcessOverrides {
@@ -40,7 +25,7 @@ export interface InProcessOverrides {
  * (127.0.0.1, ports the OS picks), with a logger at debug whose lines the test can read and no
  * process metrics (tests build many services in one process).
  */
-export async function startInProcess(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}): Promise<InProcessService> {
+export async function startInProcess(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}) {
   const logs: Array<Record<string, unknown>> = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -68,15 +53,16 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
   const port = portOf(service.apiServer) ?? 0;
   const metricsPort = portOf(service.metricsServer) ?? 0;
   return {
-    server: service.apiServer,
     port,
     baseUrl: `http://127.0.0.1:${port}`,
+    /** The metrics port's server, its port, and its endpoint http://127.0.0.1:PORT/metrics (as ServiceProcess.metricsUrl). */
     metricsServer: service.metricsServer,
     metricsPort,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     metrics,
-    exposition: async () => (await metrics.render(undefined)).body,
-    logger,
+    /** What the metrics port would answer a plain scrape now. */
+    exposition: async (): Promise<string> => (await metrics.render(undefined)).body,
+    /** JSON log lines written so far. */
     logs,
     close: () => Promise.all([service.apiServer, service.metricsServer].map(closeNow)).then(() => undefined),
   };

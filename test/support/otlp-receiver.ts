@@ -70,24 +70,7 @@ export interface ReceiverOptions {
   tls?: { key: string | Buffer; cert: string | Buffer };
 }
 
-export interface OtlpReceiver {
-  /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces or /v1/logs). */
-  readonly url: string;
-  mode: ReceiverMode;
-  /** Spans decoded so far, in arrival order (in every mode: the request was received). */
-  readonly spans: ReceivedSpan[];
-  /** Log records decoded so far, in arrival order. */
-  readonly logs: ReceivedLogRecord[];
-  /** POST /v1/traces requests received: their Content-Type, and all their headers (as Node lower-cases them). */
-  readonly requests: ExportRequest[];
-  /** POST /v1/logs requests received, likewise. */
-  readonly logRequests: ExportRequest[];
-  /** Resolves with all spans once `predicate` holds for at least `count` of them; rejects after `timeoutMs`. */
-  waitForSpans(predicate: (span: ReceivedSpan) => boolean, count?: number, timeoutMs?: number): Promise<ReceivedSpan[]>;
-  /** Resolves with all log records once `predicate` holds for at least one of them; rejects after `timeoutMs`. */
-  waitForLogs(predicate: (record: ReceivedLogRecord) => boolean, timeoutMs?: number): Promise<ReceivedLogRecord[]>;
-  close(): Promise<void>;
-}
+export type OtlpReceiver = Awaited<ReturnType<typeof startOtlpReceiver>>;
 
 /** One export request, as received. */
 interface ExportRequest {
@@ -107,7 +90,7 @@ interface Signal<T> {
   fromProtobuf(body: Buffer): T[];
 }
 
-export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}): Promise<OtlpReceiver> {
+export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}) {
   const { port: wantedPort = 0, host = '127.0.0.1', errorStatus = 503, tls } = options;
   const spans: ReceivedSpan[] = [];
   const logs: ReceivedLogRecord[] = [];
@@ -152,28 +135,33 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
       },
       { timeout: timeoutMs, interval: 20 },
     );
-  const receiver: OtlpReceiver = {
+  const receiver = {
+    /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces or /v1/logs). */
     url: `${tls === undefined ? 'http' : 'https'}://${host.includes(':') ? `[${host}]` : host}:${port}`,
     mode,
+    /** Spans and log records decoded so far, in arrival order (in every mode: the request was received). */
     spans,
     logs,
+    /** POST /v1/traces and POST /v1/logs requests received. */
     requests,
     logRequests,
-    waitForSpans: (predicate, count = 1, timeoutMs = 10_000) =>
+    /** Resolves with all spans once `predicate` holds for at least `count` of them; rejects after `timeoutMs`. */
+    waitForSpans: (predicate: (span: ReceivedSpan) => boolean, count = 1, timeoutMs = 10_000): Promise<ReceivedSpan[]> =>
       waitFor(
         spans,
         () => spans.filter(predicate).length >= count,
         () => `fewer than ${count} matching spans; received: ${JSON.stringify(spans.map((s) => s.name))}`,
         timeoutMs,
       ),
-    waitForLogs: (predicate, timeoutMs = 10_000) =>
+    /** Resolves with all log records once `predicate` holds for at least one of them; rejects after `timeoutMs`. */
+    waitForLogs: (predicate: (record: ReceivedLogRecord) => boolean, timeoutMs = 10_000): Promise<ReceivedLogRecord[]> =>
       waitFor(
         logs,
         () => logs.some(predicate),
         () => `no matching log record; received: ${JSON.stringify(logs.map((l) => l.body))}`,
         timeoutMs,
       ),
-    close: async () => {
+    close: async (): Promise<void> => {
       // Hanging requests would keep close() waiting forever.
       server.closeAllConnections();
       server.close();

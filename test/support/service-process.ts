@@ -36,30 +36,14 @@ export async function freePort(): Promise<number> {
 /** The resident set size of process `pid`, in MiB (Linux). */
 export const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 
-export interface ServiceProcess {
-  readonly child: ChildProcess;
-  readonly port: number;
-  readonly metricsPort: number;
-  readonly baseUrl: string;
-  readonly metricsUrl: string;
-  /** Every stdout line so far (see LogLine). */
-  logLines(): LogLine[];
-  /** Everything written on stdout so far, as written. */
-  stdout(): string;
-  stderr(): string;
-  /** Resolves with the exit code (or the signal name) when the process ends. */
-  readonly exited: Promise<number | string>;
-  /** Waits until a log line satisfies `predicate`, or fails after `timeoutMs`. */
-  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
-  stop(signal?: NodeJS.Signals): Promise<number | string>;
-}
+export type ServiceProcess = Awaited<ReturnType<typeof startService>>;
 
 /**
  * Spawns the built service as production starts it (`node dist/main.js`, with the Node running the
  * tests) on 127.0.0.1. `env` is added to a clean environment: OTEL_* from the caller's shell never
  * leak in. stdout goes to a pipe, or to the file descriptor given; stderr to a pipe.
  */
-export function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
+function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
   assertBuilt();
   return spawn(process.execPath, [MAIN], {
     cwd: ROOT,
@@ -106,7 +90,7 @@ export function exitWithin(exited: Promise<number | string>, timeoutMs: number):
  * answers. Given a file descriptor for stdout (e.g. /dev/null under heavy load), the test reads no
  * log lines.
  */
-export async function startService(env: Record<string, string> = {}, stdoutFd?: number): Promise<ServiceProcess> {
+export async function startService(env: Record<string, string> = {}, stdoutFd?: number) {
   const [apiFree, metricsFree] = await freePorts(2);
   const port = env.PORT !== undefined ? Number(env.PORT) : (apiFree as number);
   const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : (metricsFree as number);
@@ -140,18 +124,22 @@ export async function startService(env: Record<string, string> = {}, stdoutFd?: 
     return found;
   };
 
-  const service: ServiceProcess = {
+  const service = {
     child,
     port,
     metricsPort,
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
-    logLines: () => lines,
-    stdout: () => stdout,
-    stderr: () => stderr,
+    /** Every stdout line so far (see LogLine). */
+    logLines: (): LogLine[] => lines,
+    /** Everything written on stdout so far, as written. */
+    stdout: (): string => stdout,
+    stderr: (): string => stderr,
+    /** Resolves with the exit code (or the signal name) when the process ends. */
     exited,
+    /** Waits until a log line satisfies `predicate`, or fails after `timeoutMs`. */
     waitForLog,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+    async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | string> {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },
@@ -209,7 +197,7 @@ export async function runServiceToExit(env: Record<string, string>, timeoutMs = 
  * Waits until GET `baseUrl`/health answers 200, the one readiness signal whatever LOG_LEVEL says;
  * fails at once when `child` exits first, or after `timeoutMs`, with what it wrote on stderr.
  */
-export async function waitUntilHealthy(baseUrl: string, child: ChildProcess, stderr: () => string, timeoutMs = 10_000): Promise<void> {
+async function waitUntilHealthy(baseUrl: string, child: ChildProcess, stderr: () => string, timeoutMs = 10_000): Promise<void> {
   const healthy = await vi.waitFor(
     async () => {
       if (child.exitCode !== null) return false;
