@@ -1,12 +1,8 @@
 // Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
 // (test/support/service-process.ts, built by `npm test` first) where the real process does.
 //
-// Hostile and unusual HTTP through real sockets: clients that leave mid-body, a request that times
-// out, Expect: 100-continue, clients still sending a body that was refused, HTTP that Node's parser
-// lets through or answers outside the service's error shape, pipelining floods and bodies cut into
-// many chunks, and the same attacks on the metrics port. The tests check the answer on the wire and, where the request reached the service,
-// what it recorded (histogram, product_ids_issued_total, log level); the built service is used where
-// the real process matters (memory, spans).
+// Hostile and unusual HTTP through real sockets, on both ports: the answer on the wire and, where the
+// request reached the service, what it recorded (histogram, product_ids_issued_total, log level).
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';

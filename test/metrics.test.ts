@@ -3,8 +3,7 @@
 //
 // The Prometheus exposition: which port serves it, what it counts, the label values it may
 // contain, its two formats (plain text and OpenMetrics with exemplars) and that promtool accepts it.
-// Counting is proven in-process (fast, exact); the rest runs against the built service, started as
-// production starts it, since process metrics, the real build info and trace exemplars exist only there.
+// Process metrics, the real build info and trace exemplars exist only in the built service.
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';

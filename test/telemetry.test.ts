@@ -1,5 +1,4 @@
-// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
-// builds dist/ first.
+// Runs: dist/main.js (test/support/service-process.ts; `npm test` builds dist/ first).
 //
 // Tracing proven end to end: the built service, started as production starts it (`node dist/main.js`),
 // exports its spans over OTLP/HTTP to a receiver in this process that decodes them as a collector
@@ -178,6 +177,16 @@ async function oneExportedSpan(env: Record<string, string> = {}): Promise<{ span
 const sharedExportingService = (env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } =>
   exportingServiceForSuite({ ...TRUSTED_CLIENT, ...env });
 
+/** Everything the service wrote on stdout, once it holds `pattern`. */
+const stdoutMatching = (svc: ServiceProcess, pattern: RegExp | string): Promise<string> =>
+  vi.waitFor(
+    () => {
+      expect(svc.stdout()).toMatch(pattern);
+      return svc.stdout();
+    },
+    { timeout: 10_000, interval: 100 },
+  );
+
 /** The lines the service wrote on stderr that are not one SDK diagnostic each. */
 const stderrBesidesDiagnostics = (svc: ServiceProcess): string[] =>
   svc
@@ -227,14 +236,21 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
   it(`exports exactly one span per POST /product: SERVER, scope ${HTTP_SCOPE}, named "POST /product", child of the incoming traceparent, with the HTTP server attributes and product.id; sent as ${contentType}`, async () => {
     const { svc, collector } = shared;
     const trace = newTraceContext();
-    const { status, productId } = await postProduct(svc, { traceparent: trace.traceparent });
+    const { status, productId } = await postProduct(svc, { traceparent: trace.traceparent, tracestate: 'vendor=chosen-by-proxy' });
     expect(status).toBe(201);
 
     const all = await spansAfterMarker(svc, collector);
     const spans = spansOfTrace(all, trace.traceId);
     expect(spans).toHaveLength(1);
     const [span] = spans as [ReceivedSpan];
-    expect(span).toMatchObject({ scope: HTTP_SCOPE, name: 'POST /product', kind: SPAN_KIND_SERVER, parentSpanId: trace.parentSpanId });
+    // The test client is a trusted proxy: the span joins its trace, with its tracestate.
+    expect(span).toMatchObject({
+      scope: HTTP_SCOPE,
+      name: 'POST /product',
+      kind: SPAN_KIND_SERVER,
+      parentSpanId: trace.parentSpanId,
+      traceState: 'vendor=chosen-by-proxy',
+    });
     expect(span.spanId).toMatch(/^[0-9a-f]{16}$/);
     expect(span.spanId).not.toBe(trace.parentSpanId);
     expect(span.status.code).not.toBe(STATUS_ERROR);
@@ -249,7 +265,17 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
       'user_agent.original': USER_AGENT,
       'product.id': productId,
     });
-    expect(span.resource).toMatchObject({ 'service.name': 'product-service', 'service.version': VERSION });
+    // By default the resource describes this process, host and OS.
+    expect(span.resource).toMatchObject({
+      'service.name': 'product-service',
+      'service.version': VERSION,
+      'process.pid': svc.child.pid,
+      'host.name': hostname(),
+      'os.type': process.platform,
+      'telemetry.sdk.language': 'nodejs',
+      'telemetry.sdk.name': 'opentelemetry',
+    });
+    expect(span.resource['service.instance.id']).toMatch(/^[0-9a-f-]{36}$/);
     // No Koa middleware or router layer spans, and no client spans from the exporter's own requests.
     expect(all.filter((s) => s.scope !== HTTP_SCOPE || s.kind !== SPAN_KIND_SERVER)).toEqual([]);
     expect(collector.requests.length).toBeGreaterThan(0);
@@ -330,15 +356,9 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
   it('console: each log record is printed by the SDK on stdout with the trace id of its request', async () => {
     const svc = await service({ OTEL_LOGS_EXPORTER: 'console' });
     const trace = await tracedPost(svc);
-    const text = await vi.waitFor(
-      () => {
-        const output = svc.stdout();
-        expect(output).toMatch(
-          new RegExp(`traceId: '${trace.traceId}'[\\s\\S]*body: 'request completed'|body: 'request completed'[\\s\\S]*traceId: '${trace.traceId}'`),
-        );
-        return output;
-      },
-      { timeout: 10_000, interval: 100 },
+    const text = await stdoutMatching(
+      svc,
+      new RegExp(`traceId: '${trace.traceId}'[\\s\\S]*body: 'request completed'|body: 'request completed'[\\s\\S]*traceId: '${trace.traceId}'`),
     );
     expect(text).toContain("severityText: 'info'");
     expect(svc.stderr()).toBe('');
@@ -390,19 +410,8 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
     );
   });
 
-  describe('a trusted proxy (TRUSTED_PROXIES=127.0.0.1)', () => {
+  describe('a trusted proxy (TRUSTED_PROXIES=127.0.0.1; flags 01: see "OTLP export")', () => {
     const shared = sharedExportingService(TRUSTED_CLIENT);
-
-    it('traceparent flags 01: the span joins its trace, child of its span, with its tracestate', async () => {
-      const { svc, collector } = shared;
-      const { trace, userAgent } = await postWithClientContext(svc, '01');
-      expect(await spanWithUserAgent(collector, userAgent)).toMatchObject({
-        traceId: trace.traceId,
-        parentSpanId: trace.parentSpanId,
-        traceState: 'vendor=chosen-by-client',
-      });
-      expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ trace_flags: '01' });
-    });
 
     it('traceparent flags 00: the default parent-based sampler follows its decision, no span', async () => {
       const { svc, collector } = shared;
@@ -615,14 +624,7 @@ describe('exporters and SDK configuration from the environment', () => {
     const svc = await service({ OTEL_TRACES_EXPORTER: 'console', ...FAST_EXPORT });
     const trace = await tracedPost(svc);
 
-    const text = await vi.waitFor(
-      () => {
-        const output = svc.stdout();
-        expect(output).toContain(`traceId: '${trace.traceId}'`);
-        return output;
-      },
-      { timeout: 10_000, interval: 100 },
-    );
+    const text = await stdoutMatching(svc, `traceId: '${trace.traceId}'`);
     expect(text).toContain("name: 'POST /product'");
     expect(text).toContain(`spanId: '${trace.parentSpanId}'`);
     expect(text).toContain(`name: '${HTTP_SCOPE}'`);
@@ -666,20 +668,6 @@ describe('resource', () => {
       'deployment.environment.name': 'staging',
       team: 'catalog',
     });
-  });
-
-  it('by default describes this process, host and OS: process.pid, host.name, os.type, service.instance.id, telemetry.sdk.*', async () => {
-    const { span, svc } = await oneExportedSpan();
-    expect(span.resource).toMatchObject({
-      'service.name': 'product-service',
-      'service.version': VERSION,
-      'process.pid': svc.child.pid,
-      'host.name': hostname(),
-      'os.type': process.platform,
-      'telemetry.sdk.language': 'nodejs',
-      'telemetry.sdk.name': 'opentelemetry',
-    });
-    expect(span.resource['service.instance.id']).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it('OTEL_NODE_RESOURCE_DETECTORS=env: only OTEL_RESOURCE_ATTRIBUTES, service.name/version and telemetry.sdk.* (no host, process, os, container, service.instance.id)', async () => {
