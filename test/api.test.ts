@@ -172,25 +172,3 @@ describe("every answer's traceresponse, with no span to name (no SDK here)", () 
     expect(new Set(ids.map((id) => id.slice(36, 52))).size).toBe(ids.length);
   });
 });
-
-describe('broken HTTP is answered by the parser', () => {
-  it.each([
-    ['a malformed request line', 400, 'THIS IS NOT HTTP\r\n\r\n'],
-    ['a bad header line', 400, 'GET /health HTTP/1.1\r\nHost: x\r\nBad Header Without Colon\r\n\r\n'],
-    [
-      'conflicting Content-Length and Transfer-Encoding (request smuggling)',
-      400,
-      'POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
-    ],
-    ['headers over 8 KiB', 431, `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(9 * 1024)}\r\n\r\n`],
-  ])('%s gets %i problem+json with nosniff, titled by its status', async (_case, status, payload) => {
-    const answer = parseResponse(await rawExchange(service.port, payload));
-    expect(answer.status).toBe(status);
-    expect(answer.headers['content-type']).toBe('application/problem+json');
-    expect(answer.headers['x-content-type-options']).toBe('nosniff');
-    expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status, title: STATUS_CODES[status] });
-  });
-  it('and the service keeps serving', async () => {
-    expect((await request(service.baseUrl).get('/health')).text).toBe('ok');
-  });
-});

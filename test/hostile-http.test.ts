@@ -5,6 +5,7 @@
 // request reached the service, what it recorded (histogram, product_ids_issued_total, log level).
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { STATUS_CODES } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Gauge } from 'prom-client';
@@ -28,13 +29,13 @@ function statusesCounted(exposition: string): number[] {
 
 const idsIssued = (exposition: string): number | undefined => sampleValue(exposition, 'product_ids_issued_total');
 
-/** A problem+json answer in the service's shape, with nosniff and no-store. */
+/** A problem+json answer in the service's shape (titled by its status), with nosniff and no-store. */
 function expectProblem(answer: ParsedResponse, status: number): void {
   expect(answer.status).toBe(status);
   expect(answer.headers['content-type']).toBe('application/problem+json');
   expect(answer.headers['x-content-type-options']).toBe('nosniff');
   expect(answer.headers['cache-control']).toBe('no-store');
-  expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status });
+  expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status, title: STATUS_CODES[status] });
 }
 
 /** Whether `raw` holds a whole response (headers and a Content-Length body). */
@@ -263,6 +264,13 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
   const svc = inProcessForSuite();
 
   it.each([
+    ['a malformed request line', 400, 'THIS IS NOT HTTP\r\n\r\n'],
+    ['a bad header line', 400, 'GET /health HTTP/1.1\r\nHost: x\r\nBad Header Without Colon\r\n\r\n'],
+    [
+      'conflicting Content-Length and Transfer-Encoding (request smuggling)',
+      400,
+      'POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    ],
     ['HTTP/1.1 without Host', 400, 'GET /health HTTP/1.1\r\n\r\n'],
     ['two Host headers', 400, 'GET /health HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n'],
     ['Expect: bogus', 417, 'POST /product HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Length: 2\r\n\r\n{}'],
