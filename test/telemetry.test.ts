@@ -474,8 +474,7 @@ describe('what a span records of a hostile request', () => {
 
   /** Sends `target` with `headers` and a User-Agent of its own on a raw socket; returns the answer's status and the span, found by that User-Agent. */
   async function tracedRequest(
-    svc: ServiceProcess,
-    collector: OtlpReceiver,
+    { svc, collector }: { svc: ServiceProcess; collector: OtlpReceiver },
     method: string,
     target: string,
     headers: string[],
@@ -493,14 +492,8 @@ describe('what a span records of a hostile request', () => {
     const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
 
     it('the query string is REDACTED, names and values; client.address and server.address come from the socket, not from Host, Forwarded or X-Forwarded-*', async () => {
-      const { svc, collector } = shared;
-      const { status, span } = await tracedRequest(
-        svc,
-        collector,
-        'POST',
-        '/product?access_token=tok_live_51Hx&password=hunter2&tok_live_51Hx',
-        FORGING_HEADERS,
-      );
+      const { svc } = shared;
+      const { status, span } = await tracedRequest(shared, 'POST', '/product?access_token=tok_live_51Hx&password=hunter2&tok_live_51Hx', FORGING_HEADERS);
       expect(status).toBe(201);
       expect(span.attributes).toMatchObject({
         'url.path': '/product',
@@ -515,8 +508,7 @@ describe('what a span records of a hostile request', () => {
     });
 
     it("a scanner's unmatched path is in no attribute (no url.path), the span is named by the method alone, and a 404 is no ERROR", async () => {
-      const { svc, collector } = shared;
-      const { status, span } = await tracedRequest(svc, collector, 'GET', '/reset/tok_live_51Hx?password=hunter2', FORGING_HEADERS);
+      const { status, span } = await tracedRequest(shared, 'GET', '/reset/tok_live_51Hx?password=hunter2', FORGING_HEADERS);
       expect(status).toBe(404);
       expect(span.name).toBe('GET');
       expect(span.attributes['url.path']).toBeUndefined();
@@ -529,8 +521,7 @@ describe('what a span records of a hostile request', () => {
     });
 
     it('an absolute-form target is traced at the path it is served at (url.path, route, query REDACTED), and the host it names is in no attribute', async () => {
-      const { svc, collector } = shared;
-      const { status, span } = await tracedRequest(svc, collector, 'POST', 'http://forged.example/product?tok_live_51Hx', ['Host: x']);
+      const { status, span } = await tracedRequest(shared, 'POST', 'http://forged.example/product?tok_live_51Hx', ['Host: x']);
       expect(status).toBe(201);
       expect(span.name).toBe('POST /product');
       expect(span.attributes).toMatchObject({ 'url.path': '/product', 'url.query': 'REDACTED', 'http.route': '/product' });
@@ -543,7 +534,7 @@ describe('what a span records of a hostile request', () => {
       const head = ['GET http://forged.example/health HTTP/1.1', 'Host: x', `User-Agent: ${probeAgent}`, 'Connection: close'];
       expect(parseResponse(await rawExchange(svc.port, `${head.join('\r\n')}\r\n\r\n`)).status).toBe(200);
       // Sent after the probe: once its span has arrived, so would the probe's (spans are exported in order).
-      const { status, span } = await tracedRequest(svc, collector, 'POST', 'file:///product?tok_live_51Hx', ['Host: x']);
+      const { status, span } = await tracedRequest(shared, 'POST', 'file:///product?tok_live_51Hx', ['Host: x']);
       expect(status).toBe(400);
       expect(span.attributes['url.path']).toBeUndefined();
       expect(span.attributes['http.route']).toBeUndefined();
@@ -554,8 +545,7 @@ describe('what a span records of a hostile request', () => {
     it.each(['GET', 'DELETE'])(
       'a matched path with another method (%s /product: 405) is named and routed by its route, keeps its url.path, and is no ERROR',
       async (method) => {
-        const { svc, collector } = shared;
-        const { status, span } = await tracedRequest(svc, collector, method, '/product', ['Host: x']);
+        const { status, span } = await tracedRequest(shared, method, '/product', ['Host: x']);
         expect(status).toBe(405);
         expect(span.name).toBe(`${method} /product`);
         expect(span.attributes).toMatchObject({ 'url.path': '/product', 'http.route': '/product', 'http.response.status_code': 405 });
@@ -569,8 +559,7 @@ describe('what a span records of a hostile request', () => {
     const shared = sharedExportingService({ TRACE_QUERY_PARAMS: 'page,sort' });
 
     it('records those parameters as sent and every other one as REDACTED, in their order', async () => {
-      const { svc, collector } = shared;
-      const { span } = await tracedRequest(svc, collector, 'POST', '/product?page=2&access_token=tok_live_51Hx&sort=name%20desc&Page=hunter2', ['Host: x']);
+      const { span } = await tracedRequest(shared, 'POST', '/product?page=2&access_token=tok_live_51Hx&sort=name%20desc&Page=hunter2', ['Host: x']);
       expect(span.attributes['url.query']).toBe('page=2&REDACTED&sort=name+desc&REDACTED');
       for (const forged of FORGED) expect(everythingIn(span)).not.toContain(forged);
     });
@@ -586,10 +575,9 @@ describe('what a span records of a hostile request', () => {
       { forwardedFor: '192.0.2.10, 198.51.100.7', client: '192.0.2.10', why: 'trusted proxies are skipped, from the end' },
       { forwardedFor: 'tok_live_51Hx, 198.51.100.7', client: '198.51.100.7', why: 'an entry that is no address stops at the last trusted proxy' },
     ])('X-Forwarded-For: $forwardedFor → client.address $client ($why); Forwarded and Host still ignored', async ({ forwardedFor, client }) => {
-      const { svc, collector } = shared;
       const headers = ['Host: forged.example', 'Forwarded: for=203.0.113.66;host=forged.example'];
       if (forwardedFor !== undefined) headers.push(`X-Forwarded-For: ${forwardedFor}`);
-      const { span } = await tracedRequest(svc, collector, 'POST', '/product', headers);
+      const { span } = await tracedRequest(shared, 'POST', '/product', headers);
       expect(span.attributes).toMatchObject({ 'client.address': client, 'network.peer.address': '127.0.0.1', 'server.address': '127.0.0.1' });
       expect(everythingIn(span)).not.toContain('forged.example');
     });
