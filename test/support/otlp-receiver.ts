@@ -16,41 +16,9 @@ import { bytesOf, fields, messages, varintOf } from '../../bench/otlp-protobuf.m
 type AttributeValue = string | number | boolean | null;
 type Attributes = Record<string, AttributeValue>;
 
-export interface ReceivedSpan {
-  /** Lower-case hex, as in a traceparent header and in the log lines. */
-  traceId: string;
-  spanId: string;
-  /** "" for a root span. */
-  parentSpanId: string;
-  /** The W3C tracestate the span carries, "" for none. */
-  traceState: string;
-  name: string;
-  /** The name of the instrumentation scope that created the span, e.g. "@opentelemetry/instrumentation-http". */
-  scope: string;
-  /** OTLP SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
-  kind: number;
-  attributes: Attributes;
-  /** Attributes the SDK discarded (span attribute count limit). */
-  droppedAttributesCount: number;
-  /** OTLP StatusCode: 0 unset, 1 ok, 2 error. */
-  status: { code: number; message: string };
-  /** Its events (an exception, recorded as `exception` with exception.type, exception.message and exception.stacktrace). */
-  events: Array<{ name: string; attributes: Attributes }>;
-  resource: Attributes;
-}
-
-interface ReceivedLogRecord {
-  /** Lower-case hex; "" when the record was emitted outside a span. */
-  traceId: string;
-  spanId: string;
-  severityNumber: number;
-  severityText: string;
-  /** The body when it is a string (pino's `msg`), else null. */
-  body: string | null;
-  scope: string;
-  attributes: Attributes;
-  resource: Attributes;
-}
+/** What the receiver makes of a span, whichever the encoding (the shape spansFromProtobuf builds). */
+export type ReceivedSpan = ReturnType<typeof spansFromProtobuf>[number];
+type ReceivedLogRecord = ReturnType<typeof logsFromProtobuf>[number];
 
 /**
  * - ok: 200 with an empty body (an empty ExportTraceServiceResponse: full success)
@@ -291,36 +259,45 @@ function protobufItems(body: Buffer): Array<{ item: Buffer; scope: string; resou
   });
 }
 
-function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
+function spansFromProtobuf(body: Buffer) {
   return protobufItems(body).map(({ item: span, scope, resource }) => {
     const status = bytesOf(span, 15); // Status{message(2), code(3)}
     return {
+      /** Lower-case hex, as in a traceparent header and in the log lines. */
       traceId: bytesOf(span, 1).toString('hex'),
       spanId: bytesOf(span, 2).toString('hex'),
+      /** "" for a root span. */
       parentSpanId: bytesOf(span, 4).toString('hex'),
+      /** The W3C tracestate the span carries, "" for none. */
       traceState: bytesOf(span, 3).toString('utf8'),
       name: bytesOf(span, 5).toString('utf8'),
+      /** The name of the instrumentation scope that created the span, e.g. "@opentelemetry/instrumentation-http". */
       scope,
+      /** OTLP SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
       kind: Number(varintOf(span, 6)),
       attributes: protobufAttributes(span, 9),
+      /** Attributes the SDK discarded (span attribute count limit). */
       droppedAttributesCount: Number(varintOf(span, 10)),
+      /** OTLP StatusCode: 0 unset, 1 ok, 2 error. */
       status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
-      // Event{time_unix_nano(1), name(2), attributes(3)}
+      /** Event{time_unix_nano(1), name(2), attributes(3)}: an exception is `exception` with exception.type, .message and .stacktrace. */
       events: messages(span, 11).map((event) => ({ name: bytesOf(event, 2).toString('utf8'), attributes: protobufAttributes(event, 3) })),
       resource,
     };
   });
 }
 
-function logsFromProtobuf(body: Buffer): ReceivedLogRecord[] {
+function logsFromProtobuf(body: Buffer) {
   // LogRecord{severity_number(2), severity_text(3), body(5): AnyValue, attributes(6), trace_id(9), span_id(10)}
   return protobufItems(body).map(({ item: record, scope, resource }) => {
     const [bodyValue] = fields(bytesOf(record, 5));
     return {
+      /** Lower-case hex; "" when the record was emitted outside a span. */
       traceId: bytesOf(record, 9).toString('hex'),
       spanId: bytesOf(record, 10).toString('hex'),
       severityNumber: Number(varintOf(record, 2)),
       severityText: bytesOf(record, 3).toString('utf8'),
+      /** The body when it is a string (pino's `msg`), else null. */
       body: bodyValue?.number === 1 && 'bytes' in bodyValue ? bodyValue.bytes.toString('utf8') : null,
       scope,
       attributes: protobufAttributes(record, 6),
