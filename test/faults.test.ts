@@ -196,12 +196,6 @@ describe('faults in the built service', () => {
     expect(lines[0]).toMatchObject({ level: 'error', err: { type: 'InjectedFault' }, method: 'POST', route: '/product', status: 500, span_id: span?.spanId });
     expect(lines[1]).toMatchObject({ level: 'info', route: '/product', status: 500 });
   });
-
-  it('GET /health answers ok at once', async () => {
-    const response = await fetch(`${shared.svc.baseUrl}/health`);
-    expect(response.status).toBe(200);
-    expect(await response.text()).toBe('ok');
-  });
 });
 
 describe('the built service without faults', () => {
