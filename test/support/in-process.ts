@@ -88,6 +88,8 @@ export function inProcessForSuite(overrides: InProcessOverrides = {}, serverOpti
   beforeAll(async () => {
     Object.assign(svc, await startInProcess(overrides, serverOptions));
   });
-  afterAll(() => svc.close());
+  afterAll(async () => {
+    if ('close' in svc) await svc.close(); // not when beforeAll could not start it
+  });
   return svc;
 }

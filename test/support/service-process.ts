@@ -168,16 +168,17 @@ export async function serviceForTest(env: Record<string, string> = {}, stdoutFd?
  * tests of the describe block that calls it (filled in before them).
  */
 export function exportingServiceForSuite(env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } {
-  const shared = {} as { collector: OtlpReceiver; svc: ServiceProcess };
+  const shared: { collector?: OtlpReceiver; svc?: ServiceProcess } = {};
   beforeAll(async () => {
     shared.collector = await startOtlpReceiver('ok');
     shared.svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: shared.collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', ...env });
   });
+  // What beforeAll could not start is not stopped.
   afterAll(async () => {
-    await shared.svc.stop('SIGKILL');
-    await shared.collector.close();
+    await shared.svc?.stop('SIGKILL');
+    await shared.collector?.close();
   });
-  return shared;
+  return shared as { collector: OtlpReceiver; svc: ServiceProcess };
 }
 
 /** Runs the entry point to completion (for configurations that must stop it) and returns what it said. */
