@@ -7,18 +7,14 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { METHODS, request } from 'node:http';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config';
 import { createRouter, PRODUCT_ID_MAX, PRODUCT_ID_MIN } from '../src/http/routes';
-import { startInProcess, type InProcessService } from './support/in-process';
+import { inProcessForSuite } from './support/in-process';
 import { loadApiDocument, OPENAPI_METHODS } from './support/openapi';
 import { ROOT } from './support/paths';
 
-let service: InProcessService;
-beforeAll(async () => {
-  service = await startInProcess();
-});
-afterAll(() => service.close());
+const service = inProcessForSuite();
 
 function status(method: string, path: string): Promise<number> {
   return new Promise((resolve, reject) => {

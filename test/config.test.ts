@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig, type Config } from '../src/config';
 import { ROOT } from './support/paths';
-import { runServiceToExit, startService } from './support/service-process';
+import { runServiceToExit, serviceForTest } from './support/service-process';
 
 /** Each variable parseConfig reads: the Config field it sets and that field's value when it is unset. */
 const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unknown]> = [
@@ -185,27 +185,19 @@ describe('the entry point with a bad variable', () => {
   });
 
   it('a port already in use exits 1 with a fatal log line instead of a stack trace on stderr', async () => {
-    const first = await startService();
-    try {
-      const result = await runServiceToExit({ PORT: String(first.port) });
-      expect(result.code).toBe(1);
-      const fatal = JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, unknown>;
-      expect(fatal).toMatchObject({ level: 'fatal', msg: 'cannot listen' });
-      expect(JSON.stringify(fatal)).toContain('EADDRINUSE');
-    } finally {
-      await first.stop();
-    }
+    const first = await serviceForTest();
+    const result = await runServiceToExit({ PORT: String(first.port) });
+    expect(result.code).toBe(1);
+    const fatal = JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, unknown>;
+    expect(fatal).toMatchObject({ level: 'fatal', msg: 'cannot listen' });
+    expect(JSON.stringify(fatal)).toContain('EADDRINUSE');
   });
 
   it('BUILD_REVISION and CONFIG_REVISION reach the build-info metric (the revision the start-up line too)', async () => {
-    const svc = await startService({ BUILD_REVISION: 'abc1234', CONFIG_REVISION: '0f1e2d3c4b5a' });
-    try {
-      expect(await svc.waitForLog((line) => line.msg === 'product-service listening')).toMatchObject({ revision: 'abc1234' });
-      const metrics = await (await fetch(svc.metricsUrl)).text();
-      expect(metrics).toMatch(/^product_service_build_info\{[^}]*revision="abc1234"/m);
-      expect(metrics).toMatch(/^product_service_build_info\{[^}]*config="0f1e2d3c4b5a"/m);
-    } finally {
-      await svc.stop();
-    }
+    const svc = await serviceForTest({ BUILD_REVISION: 'abc1234', CONFIG_REVISION: '0f1e2d3c4b5a' });
+    expect(await svc.waitForLog((line) => line.msg === 'product-service listening')).toMatchObject({ revision: 'abc1234' });
+    const metrics = await (await fetch(svc.metricsUrl)).text();
+    expect(metrics).toMatch(/^product_service_build_info\{[^}]*revision="abc1234"/m);
+    expect(metrics).toMatch(/^product_service_build_info\{[^}]*config="0f1e2d3c4b5a"/m);
   });
 });

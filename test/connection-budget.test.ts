@@ -6,15 +6,14 @@
 // a connection holds at most MAX_HEADER_SIZE of unfinished headers, so what clients can make the
 // process hold is bounded whatever they send.
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { MAX_HEADER_SIZE, METRICS_MAX_CONNECTIONS } from '../src/http/server';
 import { sampleValue, scrape } from './support/exposition';
-import { startInProcess } from './support/in-process';
+import { inProcessForTest } from './support/in-process';
 import { openRaw, parseResponse, rawExchange } from './support/raw-http';
-import { startService } from './support/service-process';
+import { rssMiB, serviceForTest } from './support/service-process';
 
 /** The start of a request whose headers never end, `size` bytes long: what a connection holds at its worst. */
 const unfinishedHead = (path: string, size: number): string => {
@@ -49,14 +48,9 @@ async function hold(port: number, count: number, payload: string): Promise<Holde
   return holders;
 }
 
-const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
-
 describe('connections past the cap', () => {
   it('MAX_CONNECTIONS=50: of 1,500 connections holding unfinished 8 KB headers, those past the cap are closed at once and counted; /health still answers on a connection opened before; RSS grows by a fraction of what 1,500 would cost', async () => {
-    const svc = await startService({ MAX_CONNECTIONS: '50' });
-    onTestFinished(async () => {
-      await svc.stop('SIGKILL');
-    });
+    const svc = await serviceForTest({ MAX_CONNECTIONS: '50' });
     const pid = svc.child.pid as number;
     const admitted = await openRaw(svc.port);
     await sleep(200);
@@ -88,10 +82,7 @@ describe('connections past the cap', () => {
   });
 
   it(`the metrics port holds ${METRICS_MAX_CONNECTIONS} connections at most, and a scrape answers once they close`, async () => {
-    const svc = await startService();
-    onTestFinished(async () => {
-      await svc.stop('SIGKILL');
-    });
+    const svc = await serviceForTest();
     const holders = await hold(svc.metricsPort, METRICS_MAX_CONNECTIONS + 40, unfinishedHead('/metrics', 1000));
     await sleep(500);
     const held = holders.filter((h) => !h.socket.destroyed).length;
@@ -112,8 +103,7 @@ describe('connections past the cap', () => {
 
 describe(`request heads over ${MAX_HEADER_SIZE} bytes`, () => {
   it('get 431 on both ports; a head just under the limit is served', async () => {
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     const over = `${unfinishedHead('/health', MAX_HEADER_SIZE + 100)}\r\n\r\n`;
     const under = `${unfinishedHead('/health', MAX_HEADER_SIZE - 200)}\r\n\r\n`;
     expect(parseResponse(await rawExchange(svc.port, over)).status).toBe(431);

@@ -6,16 +6,13 @@
 // good build keeps serving, a change under src/ served after a restart, a debugger on --inspect,
 // and Ctrl-C ending it all with exit code 0.
 import { spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { ROOT } from './support/paths';
+import { scratchCopy } from './support/processes';
 import { exitWithin, freePorts } from './support/service-process';
 
-const scratch = mkdtempSync(join(tmpdir(), 'product-service-dev-test-'));
-for (const entry of ['src', 'scripts', 'package.json', 'tsconfig.json']) cpSync(join(ROOT, entry), join(scratch, entry), { recursive: true });
-symlinkSync(join(ROOT, 'node_modules'), join(scratch, 'node_modules'));
+const scratch = scratchCopy('product-service-dev-test-');
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('npm run dev', () => {

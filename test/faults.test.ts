@@ -4,11 +4,10 @@
 // GET /health is never faulted, and with no fault set nothing changes.
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
-import { startInProcess, type InProcessService } from './support/in-process';
-import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
-import { startService, type ServiceProcess } from './support/service-process';
+import { inProcessForTest, type InProcessService } from './support/in-process';
+import { exportingServiceForSuite, serviceForTest } from './support/service-process';
 
 /** OTLP's StatusCode.ERROR. */
 const STATUS_ERROR = 2;
@@ -24,34 +23,28 @@ const FAILURE_ANSWER = {
 const post = (baseUrl: string, headers: Record<string, string> = {}): Promise<Response> =>
   fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: '{"name":"lamp"}' });
 
-async function exposition(svc: InProcessService): Promise<string> {
-  return (await svc.metrics.render(undefined)).body;
-}
+const startWithFaults = (errorRatio: number, delayMs: number): Promise<InProcessService> =>
+  inProcessForTest({ faults: { faultErrorRatio: errorRatio, faultDelayMs: delayMs } });
 
-async function startWithFaults(errorRatio: number, delayMs: number): Promise<InProcessService> {
-  const svc = await startInProcess({ faults: { faultErrorRatio: errorRatio, faultDelayMs: delayMs } });
-  onTestFinished(() => svc.close());
-  return svc;
-}
+/** The POST /product 201 requests the histogram counts at or under `le` seconds. */
+const postsWithin = (exposition: string, le: string): number | undefined =>
+  sampleValue(exposition, 'http_server_request_duration_seconds_bucket', {
+    http_request_method: 'POST',
+    http_route: '/product',
+    http_response_status_code: '201',
+    le,
+  });
 
 describe('faults, in-process', () => {
   it('with no fault set: ids issued at once, the fault gauges at 0', async () => {
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     for (let i = 0; i < 20; i += 1) expect((await post(svc.baseUrl)).status).toBe(201);
-    const body = await exposition(svc);
+    const body = await svc.exposition();
     expect(sampleValue(body, 'product_service_fault_error_ratio')).toBe(0);
     expect(sampleValue(body, 'product_service_fault_delay_seconds')).toBe(0);
     expect(sampleValue(body, 'product_ids_issued_total')).toBe(20);
     // Every one of them within the smallest latency bucket the SLO counts as fast.
-    expect(
-      sampleValue(body, 'http_server_request_duration_seconds_bucket', {
-        http_request_method: 'POST',
-        http_route: '/product',
-        http_response_status_code: '201',
-        le: '0.25',
-      }),
-    ).toBe(20);
+    expect(postsWithin(body, '0.25')).toBe(20);
   });
 
   it('FAULT_ERROR_RATIO=1: every POST /product is answered 500 as a real failure, issues no id, and is logged as an error', async () => {
@@ -65,7 +58,7 @@ describe('faults, in-process', () => {
       expect(await response.json()).toEqual({ ...FAILURE_ANSWER, trace_id: traceId });
       ids.push(traceId);
     }
-    const body = await exposition(svc);
+    const body = await svc.exposition();
     expect(sampleValue(body, 'product_ids_issued_total')).toBe(0);
     expect(requestCount(body, 'POST', '/product', 500)).toBe(5);
     expect(requestCount(body, 'POST', '/product', 201)).toBe(0);
@@ -99,7 +92,7 @@ describe('faults, in-process', () => {
     expect(failed).toBeGreaterThan(140);
     expect(failed).toBeLessThan(260);
     expect(statuses.filter((status) => status === 201)).toHaveLength(400 - failed);
-    expect(sampleValue(await exposition(svc), 'product_ids_issued_total')).toBe(400 - failed);
+    expect(sampleValue(await svc.exposition(), 'product_ids_issued_total')).toBe(400 - failed);
   });
 
   it('FAULT_DELAY holds POST /product for the delay while /health answers; the histogram records it as slow', async () => {
@@ -121,17 +114,10 @@ describe('faults, in-process', () => {
     expect(Number.isInteger(answer.body.product_id)).toBe(true);
     expect(answer.ms).toBeGreaterThanOrEqual(300);
 
-    const body = await exposition(svc);
-    const bucket = (le: string) =>
-      sampleValue(body, 'http_server_request_duration_seconds_bucket', {
-        http_request_method: 'POST',
-        http_route: '/product',
-        http_response_status_code: '201',
-        le,
-      });
+    const body = await svc.exposition();
     // Past the latency SLO's threshold (0.25 s): the latency alerts see it as a slow request.
-    expect(bucket('0.25')).toBe(0);
-    expect(bucket('+Inf')).toBe(1);
+    expect(postsWithin(body, '0.25')).toBe(0);
+    expect(postsWithin(body, '+Inf')).toBe(1);
     expect(sampleValue(body, 'product_service_fault_delay_seconds')).toBe(0.3);
   });
 
@@ -155,7 +141,7 @@ describe('faults, in-process', () => {
       timeout: 5000,
       interval: 20,
     });
-    const body = await exposition(svc);
+    const body = await svc.exposition();
     expect(requestCount(body, 'POST', '/product', 499)).toBe(1);
     expect(sampleValue(body, 'product_ids_issued_total')).toBe(0);
     expect(svc.logs.filter((line) => line.level === 'error')).toEqual([]);
@@ -163,38 +149,24 @@ describe('faults, in-process', () => {
 });
 
 describe('faults in the built service', () => {
-  let collector: OtlpReceiver;
-  let svc: ServiceProcess;
-  beforeAll(async () => {
-    collector = await startOtlpReceiver('ok');
-    svc = await startService({
-      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
-      OTEL_BSP_SCHEDULE_DELAY: '100',
-      FAULT_ERROR_RATIO: '1',
-      FAULT_DELAY: '0.1',
-      TRUSTED_PROXIES: '127.0.0.1',
-    }); // the traceparent it sends is believed
-  });
-  afterAll(async () => {
-    await svc.stop('SIGKILL');
-    await collector.close();
-  });
+  // The traceparent the test client sends is believed.
+  const shared = exportingServiceForSuite({ FAULT_ERROR_RATIO: '1', FAULT_DELAY: '0.1', TRUSTED_PROXIES: '127.0.0.1' });
 
   it('says so at start, in one warn line, and on /metrics', async () => {
-    const line = await svc.waitForLog((l) => l.msg === FAULT_LINE);
+    const line = await shared.svc.waitForLog((l) => l.msg === FAULT_LINE);
     expect(line).toMatchObject({ level: 'warn', fault_error_ratio: 1, fault_delay_ms: 100 });
-    const body = await scrape(svc.metricsUrl);
+    const body = await scrape(shared.svc.metricsUrl);
     expect(sampleValue(body, 'product_service_fault_error_ratio')).toBe(1);
     expect(sampleValue(body, 'product_service_fault_delay_seconds')).toBe(0.1);
   });
 
   it('an injected failure looks like a real one: error span, exemplar on the 500 bucket, log lines with its trace_id', async () => {
     const traceId = randomBytes(16).toString('hex');
-    const response = await post(svc.baseUrl, { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` });
+    const response = await post(shared.svc.baseUrl, { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` });
     expect(response.status).toBe(500);
     expect(await response.json()).toEqual({ ...FAILURE_ANSWER, trace_id: traceId });
 
-    const [span] = (await collector.waitForSpans((s) => s.traceId === traceId)).filter((s) => s.traceId === traceId);
+    const [span] = (await shared.collector.waitForSpans((s) => s.traceId === traceId)).filter((s) => s.traceId === traceId);
     const message = 'fault injected on purpose (FAULT_ERROR_RATIO=1)';
     expect(span).toMatchObject({ name: 'POST /product', status: { code: STATUS_ERROR, message: `InjectedFault: ${message}` } });
     expect(span?.attributes).toMatchObject({ 'http.route': '/product', 'http.response.status_code': 500 });
@@ -207,7 +179,7 @@ describe('faults in the built service', () => {
     ]);
     expect(response.headers.get('traceresponse')).toBe(`00-${traceId}-${span?.spanId ?? ''}-01`);
 
-    const openMetrics = await (await fetch(svc.metricsUrl, { headers: { accept: 'application/openmetrics-text; version=1.0.0' } })).text();
+    const openMetrics = await (await fetch(shared.svc.metricsUrl, { headers: { accept: 'application/openmetrics-text; version=1.0.0' } })).text();
     const exemplars = samples(openMetrics, 'http_server_request_duration_seconds_bucket').filter(
       ({ labels, rest }) => labels.http_response_status_code === '500' && rest.includes(`# {trace_id="${traceId}"}`),
     );
@@ -215,7 +187,7 @@ describe('faults in the built service', () => {
 
     const lines = await vi.waitFor(
       () => {
-        const mine = svc.logLines().filter((l) => l.trace_id === traceId);
+        const mine = shared.svc.logLines().filter((l) => l.trace_id === traceId);
         expect(mine.map((l) => l.msg)).toEqual(['unexpected error while serving a request', 'request completed']);
         return mine;
       },
@@ -224,20 +196,11 @@ describe('faults in the built service', () => {
     expect(lines[0]).toMatchObject({ level: 'error', err: { type: 'InjectedFault' }, method: 'POST', route: '/product', status: 500, span_id: span?.spanId });
     expect(lines[1]).toMatchObject({ level: 'info', route: '/product', status: 500 });
   });
-
-  it('GET /health answers ok at once', async () => {
-    const response = await fetch(`${svc.baseUrl}/health`);
-    expect(response.status).toBe(200);
-    expect(await response.text()).toBe('ok');
-  });
 });
 
 describe('the built service without faults', () => {
   it('writes no fault line and shows both faults at 0', async () => {
-    const svc = await startService({ OTEL_SDK_DISABLED: 'true' });
-    onTestFinished(async () => {
-      await svc.stop('SIGKILL');
-    });
+    const svc = await serviceForTest({ OTEL_SDK_DISABLED: 'true' });
     await svc.waitForLog((l) => l.msg === 'product-service listening');
     expect(svc.logLines().filter((l) => l.level === 'warn')).toEqual([]);
     const body = await scrape(svc.metricsUrl);

@@ -1,30 +1,25 @@
 // Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
 // (test/support/service-process.ts, built by `npm test` first) where the real process does.
 //
-// Hostile and unusual HTTP through real sockets: clients that leave mid-body, a request that times
-// out, Expect: 100-continue, clients still sending a body that was refused, HTTP that Node's parser
-// lets through or answers outside the service's error shape, pipelining floods and bodies cut into
-// many chunks, and the same attacks on the metrics port. The tests check the answer on the wire and, where the request reached the service,
-// what it recorded (histogram, product_ids_issued_total, log level); the built service is used where
-// the real process matters (memory, spans).
+// Hostile and unusual HTTP through real sockets, on both ports: the answer on the wire and, where the
+// request reached the service, what it recorded (histogram, product_ids_issued_total, log level).
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { STATUS_CODES } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Gauge } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import type { ServerOptions } from '../src/http/server';
 import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
-import { startInProcess, type InProcessService } from './support/in-process';
+import { inProcessForSuite, inProcessForTest, type InProcessService } from './support/in-process';
 import { startOtlpReceiver } from './support/otlp-receiver';
 import { openRaw, parseResponse, type ParsedResponse } from './support/raw-http';
-import { startService } from './support/service-process';
+import { rssMiB, serviceForTest } from './support/service-process';
 
 const MiB = 1024 * 1024;
 
-/** The statuses that have a duration series at all. */
 /** The statuses requests were recorded with (the series the service creates at 0 count none). */
 function statusesCounted(exposition: string): number[] {
   return samples(exposition, 'http_server_request_duration_seconds_count')
@@ -34,13 +29,13 @@ function statusesCounted(exposition: string): number[] {
 
 const idsIssued = (exposition: string): number | undefined => sampleValue(exposition, 'product_ids_issued_total');
 
-/** A problem+json answer in the service's shape, with nosniff and no-store. */
+/** A problem+json answer in the service's shape (titled by its status), with nosniff and no-store. */
 function expectProblem(answer: ParsedResponse, status: number): void {
   expect(answer.status).toBe(status);
   expect(answer.headers['content-type']).toBe('application/problem+json');
   expect(answer.headers['x-content-type-options']).toBe('nosniff');
   expect(answer.headers['cache-control']).toBe('no-store');
-  expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status });
+  expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status, title: STATUS_CODES[status] });
 }
 
 /** Whether `raw` holds a whole response (headers and a Content-Length body). */
@@ -57,21 +52,14 @@ async function exchangeUntilClosed(port: number, payload: string): Promise<strin
   return connection.received();
 }
 
-/** The in-process service with API server `options` (short timeouts, small lingering limits), closed after the test. */
-async function serveWith(options: ServerOptions): Promise<InProcessService> {
-  const svc = await startInProcess({}, options);
-  onTestFinished(() => svc.close());
-  return svc;
-}
+/** Timeouts short enough to see a 408 within a test. */
+const SHORT_TIMEOUTS: ServerOptions = { timeouts: { keepAliveTimeout: 5000, headersTimeout: 300, requestTimeout: 600, connectionsCheckingInterval: 50 } };
 
 describe('a client that leaves in the middle of its body', () => {
   it('is recorded as 499 in the histogram, the info request line and the server span; nothing is written to it, no id is issued, nothing is logged as an error', async () => {
     const collector = await startOtlpReceiver('ok');
-    const svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', TRUSTED_PROXIES: '127.0.0.1' }); // the traceparent it sends is believed
-    onTestFinished(async () => {
-      await svc.stop();
-      await collector.close();
-    });
+    onTestFinished(() => collector.close());
+    const svc = await serviceForTest({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', TRUSTED_PROXIES: '127.0.0.1' }); // the traceparent it sends is believed
     const leaving: Array<[string, (socket: Socket) => void]> = [
       ['closes its side (FIN)', (socket) => socket.end()],
       ['resets the connection (RST)', (socket) => socket.resetAndDestroy()],
@@ -110,9 +98,7 @@ describe('a client that leaves in the middle of its body', () => {
 
 describe('a request answered 408 because its body came too slowly', () => {
   it('is recorded as 408 (not 201, not 499) and issues no id, even when the rest of its body arrives after the answer', async () => {
-    const svc = await serveWith({
-      timeouts: { keepAliveTimeout: 5000, headersTimeout: 300, requestTimeout: 600, connectionsCheckingInterval: 50 },
-    });
+    const svc = await inProcessForTest({}, SHORT_TIMEOUTS);
     const connection = await openRaw(svc.port);
     connection.socket.write('POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc');
     const raw = await connection.waitFor(isCompleteResponse, 3000);
@@ -129,7 +115,7 @@ describe('a request answered 408 because its body came too slowly', () => {
     });
     expect(svc.logs.filter((line) => line.msg === 'request completed')).toEqual([expect.objectContaining({ level: 'info', status: 408, route: '/product' })]);
     expect(svc.logs.filter((line) => line.level === 'error')).toEqual([]);
-    const exposition = (await svc.metrics.render(undefined)).body;
+    const exposition = await svc.exposition();
     expect(requestCount(exposition, 'POST', '/product', 408)).toBe(1);
     expect(statusesCounted(exposition)).toEqual([408]);
     expect(idsIssued(exposition)).toBe(0);
@@ -137,11 +123,7 @@ describe('a request answered 408 because its body came too slowly', () => {
 });
 
 describe('Expect: 100-continue', () => {
-  let svc: InProcessService;
-  beforeAll(async () => {
-    svc = await startInProcess();
-  });
-  afterAll(() => svc.close());
+  const svc = inProcessForSuite();
 
   it('with a Content-Length over the limit: 413 at once, no 100 Continue, and the connection closes', async () => {
     const raw = await exchangeUntilClosed(svc.port, `POST /product HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: ${20 * MiB}\r\n\r\n`);
@@ -205,19 +187,18 @@ function sendWholeBodyThenRead(port: number, bodyBytes: number): Promise<{ raw: 
 
 describe('a body over the limit from a client still sending it', () => {
   it('20 clients each writing a 20 MB body before reading anything: all 20 read the 413 problem answer', async () => {
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     const results = await Promise.all(Array.from({ length: 20 }, () => sendWholeBodyThenRead(svc.port, 20 * 1000 * 1000)));
     for (const { raw } of results) {
       const answer = parseResponse(raw);
       expectProblem(answer, 413);
       expect(answer.headers.connection).toBe('close');
     }
-    expect(requestCount((await svc.metrics.render(undefined)).body, 'POST', '/product', 413)).toBe(20);
+    expect(requestCount(await svc.exposition(), 'POST', '/product', 413)).toBe(20);
   });
 
   it('the lingering close is bounded in bytes: a client that keeps sending is cut off after the limit', async () => {
-    const svc = await serveWith({ lingeringClose: { maxMs: 10_000, maxBytes: 2 * MiB } });
+    const svc = await inProcessForTest({}, { lingeringClose: { maxMs: 10_000, maxBytes: 2 * MiB } });
     const { raw, wrote } = await sendWholeBodyThenRead(svc.port, 200 * MiB);
     // What the client got to write: the 1 MiB read before the 413, the 2 MiB discarded, and what
     // the loopback's socket buffers held; far from the 200 MiB it meant to send. The answer may be
@@ -227,7 +208,7 @@ describe('a body over the limit from a client still sending it', () => {
   });
 
   it('the lingering close is bounded in time: a client that keeps the connection open is cut off after it', async () => {
-    const svc = await serveWith({ lingeringClose: { maxMs: 300, maxBytes: 32 * MiB } });
+    const svc = await inProcessForTest({}, { lingeringClose: { maxMs: 300, maxBytes: 32 * MiB } });
     const connection = await openRaw(svc.port);
     connection.socket.allowHalfOpen = true; // this client does not close its side when the server does
     connection.socket.write(`POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: ${2 * MiB}\r\n\r\n`);
@@ -243,11 +224,7 @@ describe('a body over the limit from a client still sending it', () => {
 });
 
 describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
-  let svc: InProcessService;
-  beforeAll(async () => {
-    svc = await startInProcess();
-  });
-  afterAll(() => svc.close());
+  const svc = inProcessForSuite();
   const send = async (port: number, line: string): Promise<ParsedResponse> =>
     parseResponse(await exchangeUntilClosed(port, `${line} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`));
 
@@ -257,7 +234,7 @@ describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
     expect((await send(svc.port, 'POST http://forged.example/product?x=1')).status).toBe(201);
     expect((await send(svc.port, 'GET http://forged.example')).status).toBe(404);
     expect((await send(svc.metricsPort, 'GET http://forged.example/metrics')).status).toBe(200);
-    const exposition = (await svc.metrics.render(undefined)).body;
+    const exposition = await svc.exposition();
     expect(requestCount(exposition, 'GET', '/health', 200)).toBe(1);
     expect(requestCount(exposition, 'HEAD', '/health', 200)).toBe(1);
     expect(idsIssued(exposition)).toBe(1);
@@ -266,13 +243,13 @@ describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
   it.each(['POST file:///product', 'GET ftp://forged.example/health'])(
     '%s: 400, saying which targets are served; no id, not recorded as a route, counted as a refusal',
     async (line) => {
-      const before = (await svc.metrics.render(undefined)).body;
+      const before = await svc.exposition();
       const answer = await send(svc.port, line);
       expectProblem(answer, 400);
       expect(JSON.parse(answer.body)).toMatchObject({
         detail: 'Only origin-form request targets (/path) and absolute-form http:// or https:// targets are served.',
       });
-      const after = (await svc.metrics.render(undefined)).body;
+      const after = await svc.exposition();
       expect(idsIssued(after)).toBe(idsIssued(before));
       const refused = (exposition: string): number => sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'bad_request' }) ?? 0;
       expect(refused(after)).toBe(refused(before) + 1);
@@ -284,13 +261,16 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
   ['the API port', (svc) => svc.port],
   ['the metrics port', (svc) => svc.metricsPort],
 ])('HTTP that Node lets through or answers outside the service error shape, on %s', (_port, portOf) => {
-  let svc: InProcessService;
-  beforeAll(async () => {
-    svc = await startInProcess();
-  });
-  afterAll(() => svc.close());
+  const svc = inProcessForSuite();
 
   it.each([
+    ['a malformed request line', 400, 'THIS IS NOT HTTP\r\n\r\n'],
+    ['a bad header line', 400, 'GET /health HTTP/1.1\r\nHost: x\r\nBad Header Without Colon\r\n\r\n'],
+    [
+      'conflicting Content-Length and Transfer-Encoding (request smuggling)',
+      400,
+      'POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    ],
     ['HTTP/1.1 without Host', 400, 'GET /health HTTP/1.1\r\n\r\n'],
     ['two Host headers', 400, 'GET /health HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n'],
     ['Expect: bogus', 417, 'POST /product HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Length: 2\r\n\r\n{}'],
@@ -316,7 +296,7 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
   });
 
   it('issued no id for any of them, and HTTP/1.0 without Transfer-Encoding is still served', async () => {
-    expect(idsIssued((await svc.metrics.render(undefined)).body)).toBe(0);
+    expect(idsIssued(await svc.exposition())).toBe(0);
     expect(parseResponse(await exchangeUntilClosed(svc.port, 'POST /product HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}')).status).toBe(201);
   });
 });
@@ -325,8 +305,7 @@ describe('pipelining', () => {
   const post = 'POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}';
 
   it(`a client pipelining ${MAX_REQUESTS_PER_CONNECTION_PER_TURN} requests in one write and reading the answers gets all of them`, async () => {
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     const connection = await openRaw(svc.port);
     connection.socket.write(post.repeat(MAX_REQUESTS_PER_CONNECTION_PER_TURN));
     const count = (raw: string): number => raw.split('HTTP/1.1 201 Created').length - 1;
@@ -337,12 +316,8 @@ describe('pipelining', () => {
   it('20 connections pipelining ~4,700 POSTs each without reading: each is closed, RSS stays under the chart limit (384 MiB), /health keeps answering within 2 s, ids only for answers given', async () => {
     // With the heap the chart gives the pod (60 % of 384 Mi): V8 grows its heap as far as it may
     // under allocation pressure, so a peak only means something with the limit production has.
-    const svc = await startService({ NODE_OPTIONS: '--max-old-space-size=230' });
-    onTestFinished(async () => {
-      await svc.stop();
-    });
-    const pid = svc.child.pid ?? 0;
-    const rssMiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+    const svc = await serviceForTest({ NODE_OPTIONS: '--max-old-space-size=230' });
+    const rss = (): number => rssMiB(svc.child.pid ?? 0);
     const chunk = Buffer.from(post.repeat(1170)); // 64 KiB, what Node's parser reads at once
     const floods = await Promise.all(
       Array.from({ length: 20 }, async () => {
@@ -356,17 +331,17 @@ describe('pipelining', () => {
     );
     // A refusal closed without an answer is logged at warn.
     const closedByServer = (): number => svc.logLines().filter((line) => line.msg === REFUSAL_LOG_MESSAGE && line.level === 'warn').length;
-    let peakRss = rssMiB();
+    let peakRss = rss();
     let slowestHealth = 0;
     const healthStatuses: number[] = [];
     // Until the server has closed every flooding connection: RSS and the time /health takes, sampled.
     await vi.waitFor(
       async () => {
-        peakRss = Math.max(peakRss, rssMiB());
+        peakRss = Math.max(peakRss, rss());
         const startedAt = performance.now();
         healthStatuses.push((await fetch(`${svc.baseUrl}/health`)).status);
         slowestHealth = Math.max(slowestHealth, performance.now() - startedAt);
-        peakRss = Math.max(peakRss, rssMiB());
+        peakRss = Math.max(peakRss, rss());
         expect(closedByServer()).toBe(floods.length);
       },
       { timeout: 10_000, interval: 50, message: 'the server closing every flooding connection (its warn lines)' },
@@ -394,8 +369,7 @@ describe('pipelining', () => {
 
 describe('a body cut into many chunks', () => {
   it('is not bounded in chunk count: a body of 100,000 one-byte chunks gets 201', async () => {
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     const connection = await openRaw(svc.port);
     connection.socket.write(`POST /product HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${'1\r\nx\r\n'.repeat(100_000)}0\r\n\r\n`);
     const answer = parseResponse(await connection.waitFor((raw) => raw.includes('product_id'), 10_000));
@@ -439,8 +413,7 @@ describe('the metrics port, attacked as the API port is', () => {
   const scrapeRequest = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n';
 
   it('one connection pipelining 1,000 GET /metrics without reading: closed after the bound, one render for all it was answered, /health keeps answering, not counted as an API refusal', async () => {
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     const { renders, release } = countRenders(svc);
     const received = countRequests(svc);
     const socket = connect(svc.metricsPort, '127.0.0.1');
@@ -461,13 +434,12 @@ describe('the metrics port, attacked as the API port is', () => {
     expect(received()).toBeGreaterThan(MAX_REQUESTS_PER_CONNECTION_PER_TURN);
     expect(renders()).toBe(1);
     // The refusal counter is the API's.
-    const exposition = (await svc.metrics.render(undefined)).body;
+    const exposition = await svc.exposition();
     expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'pipelining_limit' })).toBe(0);
   });
 
   it('50 concurrent scrapes on 50 connections: one render, and all 50 get the same exposition with no-store', async () => {
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     const { renders, release } = countRenders(svc);
     const received = countRequests(svc);
     const connections = await Promise.all(Array.from({ length: 50 }, () => openRaw(svc.metricsPort)));
@@ -485,7 +457,7 @@ describe('the metrics port, attacked as the API port is', () => {
   });
 
   it('a client trickling its headers (slowloris) gets 408 and the connection closes, as on the API port', async () => {
-    const svc = await serveWith({ timeouts: { keepAliveTimeout: 5000, headersTimeout: 300, requestTimeout: 600, connectionsCheckingInterval: 50 } });
+    const svc = await inProcessForTest({}, SHORT_TIMEOUTS);
     const connection = await openRaw(svc.metricsPort);
     connection.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: a');
     const trickle = setInterval(() => connection.socket.write('a'), 50);

@@ -3,40 +3,20 @@
 //
 // The Prometheus exposition: which port serves it, what it counts, the label values it may
 // contain, its two formats (plain text and OpenMetrics with exemplars) and that promtool accepts it.
-// Counting is proven in-process (fast, exact); the rest runs against the built service, started as
-// production starts it, since process metrics, the real build info and trace exemplars exist only there.
+// Process metrics, the real build info and trace exemplars exist only in the built service.
 import { spawnSync } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
-import { startInProcess, type InProcessService } from './support/in-process';
-import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver';
+import { inProcessForSuite, inProcessForTest, type InProcessService } from './support/in-process';
 import { parseResponse, rawExchange } from './support/raw-http';
 import { REFUSAL_REASONS } from '../src/http/connections';
-import { startService, VERSION, type ServiceProcess } from './support/service-process';
+import { exportingServiceForSuite, VERSION } from './support/service-process';
 
 const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
 const OPENMETRICS = 'application/openmetrics-text';
 // Sub-millisecond buckets, then OpenTelemetry's semantic-convention boundaries.
 const DURATION_BUCKETS = [
-  '0.0001',
-  '0.00025',
-  '0.0005',
-  '0.001',
-  '0.0025',
-  '0.005',
-  '0.01',
-  '0.025',
-  '0.05',
-  '0.075',
-  '0.1',
-  '0.25',
-  '0.5',
-  '0.75',
-  '1',
-  '2.5',
-  '5',
-  '7.5',
-  '10',
+  ...[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10].map(String),
   '+Inf',
 ];
 
@@ -44,16 +24,11 @@ const post = (baseUrl: string, path = '/product', init: RequestInit = {}): Promi
   fetch(`${baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}', ...init });
 
 describe('counting, in-process', () => {
-  let svc: InProcessService;
-  beforeAll(async () => {
-    // A small body limit, so that a 413 is cheap to provoke.
-    svc = await startInProcess({ bodyLimit: 64 });
-  });
-  afterAll(() => svc.close());
+  // A small body limit, so that a 413 is cheap to provoke.
+  const svc = inProcessForSuite({ bodyLimit: 64 });
 
   it('product_ids_issued_total equals the number of 201 answers, and nothing else increments it', async () => {
-    const exposition = async (): Promise<string> => (await svc.metrics.render(undefined)).body;
-    expect(sampleValue(await exposition(), 'product_ids_issued_total')).toBe(0);
+    expect(sampleValue(await svc.exposition(), 'product_ids_issued_total')).toBe(0);
 
     const statuses: number[] = [];
     for (let i = 0; i < 7; i += 1) statuses.push((await post(svc.baseUrl)).status);
@@ -64,18 +39,17 @@ describe('counting, in-process', () => {
     statuses.push((await fetch(`${svc.baseUrl}/health`)).status);
     expect(statuses).toEqual([201, 201, 201, 201, 201, 201, 201, 413, 405, 405, 404, 200]);
 
-    expect(sampleValue(await exposition(), 'product_ids_issued_total')).toBe(7);
+    expect(sampleValue(await svc.exposition(), 'product_ids_issued_total')).toBe(7);
   });
 
   it('http_server_request_duration_seconds: semconv labels and buckets, "unmatched" instead of unknown paths', async () => {
     // A fresh application, so that the counts below are this test's alone.
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     await post(svc.baseUrl);
     await fetch(`${svc.baseUrl}/health`);
     await fetch(`${svc.baseUrl}/random-xyz-4711`);
     await post(svc.baseUrl, '/product/random-abc-4712');
-    const { body } = await svc.metrics.render(undefined);
+    const body = await svc.exposition();
 
     const counts = samples(body, 'http_server_request_duration_seconds_count');
     expect(counts.length).toBeGreaterThan(0);
@@ -100,9 +74,8 @@ describe('counting, in-process', () => {
   it('exposes the POST /product series the alert rules divide by at 0 before the first request', async () => {
     // rate() ignores a series' first sample: a 500 series created by the first error would leave
     // that error out of every ratio.
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
-    const { body } = await svc.metrics.render(undefined);
+    const svc = await inProcessForTest();
+    const body = await svc.exposition();
     for (const status of [201, 500, 499]) expect(requestCount(body, 'POST', '/product', status), String(status)).toBe(0);
     const buckets = samples(body, 'http_server_request_duration_seconds_bucket').filter(({ labels }) => labels.http_response_status_code === '500');
     expect(buckets.map(({ labels }) => labels.le)).toEqual(DURATION_BUCKETS);
@@ -110,10 +83,9 @@ describe('counting, in-process', () => {
   });
 
   it('counts requests the API server refuses before the application, by reason, from 0', async () => {
-    const svc = await startInProcess();
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest();
     const refused = async (reason: string): Promise<number | undefined> =>
-      sampleValue((await svc.metrics.render(undefined)).body, 'product_service_http_requests_refused_total', { reason });
+      sampleValue(await svc.exposition(), 'product_service_http_requests_refused_total', { reason });
     expect(REFUSAL_REASONS).toHaveLength(8);
     for (const reason of REFUSAL_REASONS) expect(await refused(reason), reason).toBe(0);
     expect(parseResponse(await rawExchange(svc.port, 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n')).status).toBe(400);
@@ -124,7 +96,7 @@ describe('counting, in-process', () => {
     expect(await refused('http_version_not_supported')).toBe(1);
     expect(await refused('expectation_failed')).toBe(1);
     // None of them reached the application's histogram.
-    expect(samples((await svc.metrics.render(undefined)).body, 'http_server_request_duration_seconds_count').every(({ value }) => value === 0)).toBe(true);
+    expect(samples(await svc.exposition(), 'http_server_request_duration_seconds_count').every(({ value }) => value === 0)).toBe(true);
   });
 });
 
@@ -133,7 +105,7 @@ describe('queue time: X-Request-Start from a trusted proxy (TRUSTED_PROXIES), in
   /** Sends POST /product with X-Request-Start `header`; returns what the two histograms observed for it (the request duration, and the queue time or undefined). */
   async function observed(svc: InProcessService, header: string): Promise<{ seconds: number; queued: number | undefined }> {
     const read = async (name: string, labels: Record<string, string> = {}) => {
-      const { body } = await svc.metrics.render(undefined);
+      const body = await svc.exposition();
       return { count: sampleValue(body, `${name}_count`, labels) ?? 0, sum: sampleValue(body, `${name}_sum`, labels) ?? 0 };
     };
     const labels = { http_request_method: 'POST', http_route: '/product', http_response_status_code: '201' };
@@ -153,8 +125,7 @@ describe('queue time: X-Request-Start from a trusted proxy (TRUSTED_PROXIES), in
     ['Apache %t: t= and microseconds', () => `t=${ago(300) * 1000}`],
     ['t= and nanoseconds', () => `t=${BigInt(ago(300)) * 1_000_000n}`],
   ])('%s, 300 ms ago: the request is observed as at least 0.3 s, and its queue time too', async (_form, header) => {
-    const svc = await startInProcess({ trustedProxies: '10.0.0.0/8,127.0.0.1' });
-    onTestFinished(() => svc.close());
+    const svc = await inProcessForTest({ trustedProxies: '10.0.0.0/8,127.0.0.1' });
     const { seconds, queued } = await observed(svc, header());
     expect(seconds).toBeGreaterThanOrEqual(0.3);
     expect(queued).toBeGreaterThanOrEqual(0.3);
@@ -162,11 +133,8 @@ describe('queue time: X-Request-Start from a trusted proxy (TRUSTED_PROXIES), in
   });
 
   it('ignores it from a client that is not a trusted proxy, and when it is in the future, over an hour old or malformed', async () => {
-    const untrusted = await startInProcess({ trustedProxies: '10.0.0.0/8' });
-    const trusted = await startInProcess({ trustedProxies: '127.0.0.1' });
-    onTestFinished(async () => {
-      await Promise.all([untrusted.close(), trusted.close()]);
-    });
+    const untrusted = await inProcessForTest({ trustedProxies: '10.0.0.0/8' });
+    const trusted = await inProcessForTest({ trustedProxies: '127.0.0.1' });
     // Were any of them believed, the request would read 10 s (or two hours) long, or negative.
     const cases: Array<[InProcessService, string]> = [
       [untrusted, `t=${(ago(10_000) / 1000).toFixed(3)}`],
@@ -185,39 +153,29 @@ describe('queue time: X-Request-Start from a trusted proxy (TRUSTED_PROXIES), in
 });
 
 describe('the built service', () => {
-  let collector: OtlpReceiver;
-  let svc: ServiceProcess;
-  beforeAll(async () => {
-    collector = await startOtlpReceiver('ok');
-    svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '100', TRUSTED_PROXIES: '127.0.0.1' }); // the traceparent it sends is believed
-  });
-  afterAll(async () => {
-    await svc.stop('SIGKILL');
-    await collector.close();
-  });
+  // The traceparent the test client sends is believed.
+  const shared = exportingServiceForSuite({ TRUSTED_PROXIES: '127.0.0.1' });
 
   it('serves /metrics on the metrics port only', async () => {
-    const onApiPort = await fetch(`${svc.baseUrl}/metrics`);
-    expect(onApiPort.status).toBe(404);
-    expect(onApiPort.headers.get('content-type')).toBe('application/problem+json');
-    expect(await onApiPort.json()).toMatchObject({ status: 404 });
-
-    const otherPath = await fetch(`http://127.0.0.1:${svc.metricsPort}/metricsx`);
-    expect(otherPath.status).toBe(404);
-    expect(otherPath.headers.get('content-type')).toBe('application/problem+json');
-    expect(await otherPath.json()).toMatchObject({ status: 404 });
-
-    const wrongMethod = await fetch(svc.metricsUrl, { method: 'POST', body: '' });
-    expect(wrongMethod.status).toBe(405);
+    const onApiPort = await fetch(`${shared.svc.baseUrl}/metrics`);
+    const otherPath = await fetch(`http://127.0.0.1:${shared.svc.metricsPort}/metricsx`);
+    const wrongMethod = await fetch(shared.svc.metricsUrl, { method: 'POST', body: '' });
+    for (const [response, status] of [
+      [onApiPort, 404],
+      [otherPath, 404],
+      [wrongMethod, 405],
+    ] as const) {
+      expect(response.status).toBe(status);
+      expect(response.headers.get('content-type')).toBe('application/problem+json');
+      expect(await response.json()).toMatchObject({ status });
+    }
     expect(wrongMethod.headers.get('allow')).toBe('GET, HEAD');
-    expect(wrongMethod.headers.get('content-type')).toBe('application/problem+json');
-    expect(await wrongMethod.json()).toMatchObject({ status: 405 });
 
-    const head = await fetch(svc.metricsUrl, { method: 'HEAD' });
+    const head = await fetch(shared.svc.metricsUrl, { method: 'HEAD' });
     expect(head.status).toBe(200);
     expect(await head.text()).toBe('');
 
-    const scraped = await fetch(svc.metricsUrl);
+    const scraped = await fetch(shared.svc.metricsUrl);
     expect(scraped.status).toBe(200);
     // Every answer of the metrics port, errors included, as every answer of the API port.
     for (const response of [otherPath, wrongMethod, head, scraped]) {
@@ -227,7 +185,7 @@ describe('the built service', () => {
   });
 
   it('includes process and Node.js metrics and the build info', async () => {
-    const body = await scrape(svc.metricsUrl);
+    const body = await scrape(shared.svc.metricsUrl);
     for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_limit_bytes']) {
       expect(sampleValue(body, name), name).toBeGreaterThan(0);
     }
@@ -247,16 +205,16 @@ describe('the built service', () => {
   it('samples the event-loop delay every millisecond, so an idle process reads about 1 ms, not 10', async () => {
     // Node's delay histogram records whole sampling intervals, and prom-client resets it at each
     // scrape: the second scrape reads the idle second in between.
-    await scrape(svc.metricsUrl);
+    await scrape(shared.svc.metricsUrl);
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    const p50 = sampleValue(await scrape(svc.metricsUrl), 'nodejs_eventloop_lag_p50_seconds') ?? Infinity;
+    const p50 = sampleValue(await scrape(shared.svc.metricsUrl), 'nodejs_eventloop_lag_p50_seconds') ?? Infinity;
     expect(p50).toBeGreaterThanOrEqual(0.001);
     expect(p50).toBeLessThan(0.005);
   });
 
   it('answers plain Prometheus text by default: no exemplars, no # EOF', async () => {
-    await post(svc.baseUrl, '/product', { headers: { 'content-type': 'application/json', traceparent: `00-${'a1'.repeat(16)}-${'b2'.repeat(8)}-01` } });
-    const response = await fetch(svc.metricsUrl);
+    await post(shared.svc.baseUrl, '/product', { headers: { 'content-type': 'application/json', traceparent: `00-${'a1'.repeat(16)}-${'b2'.repeat(8)}-01` } });
+    const response = await fetch(shared.svc.metricsUrl);
     expect(response.headers.get('content-type')).toBe(PLAIN_TEXT);
     const body = await response.text();
     expect(body).not.toContain('# EOF');
@@ -267,14 +225,14 @@ describe('the built service', () => {
 
   it('answers OpenMetrics with trace exemplars when asked, and plain text still has counters afterwards', async () => {
     const traceId = '5e1f0c2a9b8d7e6f5a4b3c2d1e0f9a8b';
-    const answer = await post(svc.baseUrl, '/product', {
+    const answer = await post(shared.svc.baseUrl, '/product', {
       headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${'c3'.repeat(8)}-01` },
     });
     expect(answer.status).toBe(201);
-    // The exemplar is the span's trace: the same trace reached the collector.
-    await collector.waitForSpans((span) => span.traceId === traceId);
+    // The exemplar is the span's trace: the same trace reached the shared.collector.
+    await shared.collector.waitForSpans((span) => span.traceId === traceId);
 
-    const response = await fetch(svc.metricsUrl, { headers: { accept: `${OPENMETRICS}; version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1` } });
+    const response = await fetch(shared.svc.metricsUrl, { headers: { accept: `${OPENMETRICS}; version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1` } });
     expect(response.headers.get('content-type')).toMatch(/^application\/openmetrics-text; version=1\.0\.0/);
     const body = await response.text();
     expect(body.endsWith('# EOF\n')).toBe(true);
@@ -286,7 +244,7 @@ describe('the built service', () => {
     expect(body).toMatch(/^product_ids_issued_total \d+$/m);
 
     // prom-client renames counters while it writes OpenMetrics; a plain scrape must not see that.
-    const after = await scrape(svc.metricsUrl);
+    const after = await scrape(shared.svc.metricsUrl);
     expect(sampleValue(after, 'product_ids_issued_total')).toBeGreaterThan(0);
     expect(after).toMatch(/^# TYPE product_ids_issued_total counter$/m);
     expect(after).toMatch(/^# TYPE process_cpu_seconds_total counter$/m);
@@ -297,10 +255,10 @@ describe('the built service', () => {
   it.skipIf(promtool === '')(
     `promtool check metrics accepts a live scrape${promtool === '' ? ' (SKIPPED: promtool is not on PATH; the deploy project runs this check with promtool installed)' : ''}`,
     async () => {
-      await post(svc.baseUrl);
-      await fetch(`${svc.baseUrl}/health`);
-      await fetch(`${svc.baseUrl}/nope`);
-      const body = await scrape(svc.metricsUrl);
+      await post(shared.svc.baseUrl);
+      await fetch(`${shared.svc.baseUrl}/health`);
+      await fetch(`${shared.svc.baseUrl}/nope`);
+      const body = await scrape(shared.svc.metricsUrl);
       const check = spawnSync(promtool, ['check', 'metrics'], { input: body, encoding: 'utf8' });
       expect(check.status, check.stdout + check.stderr).toBe(0);
     },

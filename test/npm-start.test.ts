@@ -4,36 +4,12 @@
 // A developer's or a VM's service must not open the V8 inspector when something signals it: SIGUSR1
 // would otherwise make Node listen on 127.0.0.1:9229, where any local process could run code in it.
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ROOT } from './support/paths';
+import { descendants } from './support/processes';
 import { freePorts } from './support/service-process';
-
-/** The processes below `pid` (npm runs the script through sh, and scripts/node.sh execs Node). */
-function descendants(pid: number): Array<{ pid: number; cmdline: string }> {
-  const all = readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .flatMap((name) => {
-      try {
-        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        return [{ pid: Number(name), ppid, cmdline: readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ') }];
-      } catch {
-        return []; // ended meanwhile
-      }
-    });
-  const found: Array<{ pid: number; cmdline: string }> = [];
-  const walk = (parent: number): void => {
-    for (const child of all.filter((p) => p.ppid === parent)) {
-      found.push(child);
-      walk(child.pid);
-    }
-  };
-  walk(pid);
-  return found;
-}
 
 /** Whether anything accepts a connection on 127.0.0.1:`port`. */
 const listening = (port: number): Promise<boolean> =>

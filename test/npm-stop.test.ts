@@ -6,48 +6,21 @@
 // npm's PID and nothing else, then expects every process of the tree (the dev loop's watcher runs in
 // a process group of its own) to be gone and the port to be free within a few seconds.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ROOT } from './support/paths';
+import { descendants, processes, scratchCopy } from './support/processes';
 import { freePorts } from './support/service-process';
 
 const scratches: string[] = [];
 afterAll(() => scratches.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
 /** A copy of the sources for one dev loop of its own (each rebuilds dist-dev/ from scratch). */
-function scratchCopy(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'product-service-npm-stop-'));
-  scratches.push(dir);
-  for (const entry of ['src', 'scripts', 'package.json', 'tsconfig.json']) cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-  return dir;
-}
-
-/** The parent of every live process (zombies are gone: they no longer run anything). */
-function parents(): Map<number, number> {
-  const byPid = new Map<number, number>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      // pid (comm) state ppid ...: comm may hold spaces or parentheses, so read after the last ')'.
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (state !== 'Z') byPid.set(Number(entry), Number(ppid));
-    } catch {
-      // exited while listed
-    }
-  }
-  return byPid;
-}
-
-function descendants(root: number): number[] {
-  const byPid = parents();
-  const tree = [root];
-  for (let i = 0; i < tree.length; i++) for (const [pid, ppid] of byPid) if (ppid === tree[i]) tree.push(pid);
-  return tree;
+function scratch(): string {
+  scratches.push(scratchCopy('product-service-npm-stop-'));
+  return scratches.at(-1) ?? '';
 }
 
 const portFree = (port: number): Promise<boolean> =>
@@ -78,7 +51,7 @@ async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals, grou
       async () => {
         expect((await fetch(`http://127.0.0.1:${port}/health`)).status, stderr).toBe(200);
         // The service listens once the tree is complete (the dev loop: npm, dev.mjs, esbuild, the watcher, the service).
-        tree = descendants(pid);
+        tree = [pid, ...descendants(pid).map((entry) => entry.pid)];
       },
       { timeout: 30_000, interval: 100 },
     );
@@ -86,7 +59,7 @@ async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals, grou
     process.kill(group ? -pid : pid, signal);
     await vi.waitFor(
       async () => {
-        const alive = parents();
+        const alive = new Set(processes().map((entry) => entry.pid));
         expect(
           tree.filter((member) => alive.has(member)),
           `still running after ${signal} to npm`,
@@ -122,6 +95,6 @@ describe.skipIf(process.platform !== 'linux')('stopping npm stops what it runs',
   });
 
   it.concurrent.each(SIGNALS)('npm run dev, %s to npm alone', async (signal) => {
-    await stopNpm(['run', 'dev'], scratchCopy(), signal);
+    await stopNpm(['run', 'dev'], scratch(), signal);
   });
 });

@@ -5,19 +5,15 @@
 // The type assertions are checked by `npm run typecheck`: a document whose types do not describe
 // the answers fails there, the answers themselves fail here.
 import createClient from 'openapi-fetch';
-import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
-import { startInProcess, type InProcessService } from './support/in-process';
+import { beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
+import { inProcessForSuite } from './support/in-process';
 import type { paths } from './support/openapi-types';
 import { PRODUCT_ID_MAX } from '../src/http/routes';
 
-let service: InProcessService;
+const service = inProcessForSuite({ bodyLimit: 64 });
 let client: ReturnType<typeof createClient<paths>>;
-beforeAll(async () => {
-  service = await startInProcess({ bodyLimit: 64 });
+beforeAll(() => {
   client = createClient<paths>({ baseUrl: service.baseUrl });
-});
-afterAll(async () => {
-  await service.close();
 });
 
 describe('a client generated from openapi.yaml', () => {

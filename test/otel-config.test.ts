@@ -3,7 +3,7 @@
 //
 // OpenTelemetry variables the service cannot honour as written are reported in one line on stderr
 // each (the SDK's own warnings, on by default here), and never stop the service.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { startOtlpReceiver } from './support/otlp-receiver';
 import { startService } from './support/service-process';
 
@@ -40,18 +40,14 @@ describe('OpenTelemetry configuration mistakes', () => {
 
   it('a malformed OTEL_RESOURCE_ATTRIBUTES entry is left out in one line and the valid entries still apply', async () => {
     const receiver = await startOtlpReceiver();
-    try {
-      const stderr = await stderrOf(
-        { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_RESOURCE_ATTRIBUTES: 'team=shop,broken,region=eu%2Dwest', OTEL_BSP_SCHEDULE_DELAY: '100' },
-        () => receiver.waitForSpans(() => true),
-      );
-      expect(stderr.trim().split('\n')).toEqual([
-        "product-service: OTEL_RESOURCE_ATTRIBUTES entry \"broken\" is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply",
-      ]);
-      const [span] = receiver.spans;
-      expect(span?.resource).toMatchObject({ team: 'shop', region: 'eu-west' });
-    } finally {
-      await receiver.close();
-    }
+    onTestFinished(() => receiver.close());
+    const stderr = await stderrOf(
+      { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_RESOURCE_ATTRIBUTES: 'team=shop,broken,region=eu%2Dwest', OTEL_BSP_SCHEDULE_DELAY: '100' },
+      () => receiver.waitForSpans(() => true),
+    );
+    expect(stderr.trim().split('\n')).toEqual([
+      "product-service: OTEL_RESOURCE_ATTRIBUTES entry \"broken\" is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply",
+    ]);
+    expect(receiver.spans[0]?.resource).toMatchObject({ team: 'shop', region: 'eu-west' });
   });
 });

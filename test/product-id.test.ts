@@ -1,34 +1,21 @@
 // Runs: src in-process (test/support/in-process.ts): no build needed.
 
-import { Agent, request } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PRODUCT_ID_MAX as MAX_ID, randomProductId } from '../src/http/routes';
-import { startInProcess, type InProcessService } from './support/in-process';
+import { inProcessForSuite } from './support/in-process';
 
-/** POSTs over keep-alive connections, `concurrency` at a time, and returns the ids answered. */
-async function drawIds(port: number, count: number, concurrency = 8): Promise<number[]> {
-  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+/** POSTs (fetch keeps its connections alive), `concurrency` at a time, and returns the ids answered. */
+async function drawIds(baseUrl: string, count: number, concurrency = 8): Promise<number[]> {
   const ids: number[] = [];
-  const one = (): Promise<number> =>
-    new Promise((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/product', agent }, (res) => {
-        let text = '';
-        res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve((JSON.parse(text) as { product_id: number }).product_id));
-      });
-      req.on('error', reject);
-      req.end();
-    });
   let next = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < count) {
         next += 1;
-        ids.push(await one());
+        ids.push(((await (await fetch(`${baseUrl}/product`, { method: 'POST' })).json()) as { product_id: number }).product_id);
       }
     }),
   );
-  agent.destroy();
   return ids;
 }
 
@@ -46,17 +33,11 @@ function chiSquare(values: number[], bins: number): number {
 // Critical values of the chi-square distribution at p = 0.001 (upper tail).
 const CHI_SQUARE_CRITICAL_P001 = { 19: 43.82, 99: 148.23 } as const;
 
-let service: InProcessService;
-beforeAll(async () => {
-  service = await startInProcess();
-});
-afterAll(async () => {
-  await service.close();
-});
+const service = inProcessForSuite();
 
 describe('product ids', () => {
   it('are integers in [1, 2147483646] over thousands of draws through HTTP, and uniform (chi-square, p = 0.001)', async () => {
-    const ids = await drawIds(service.port, 5000);
+    const ids = await drawIds(service.baseUrl, 5000);
     expect(ids).toHaveLength(5000);
     for (const id of ids) {
       expect(Number.isInteger(id)).toBe(true);

@@ -4,7 +4,7 @@
 import { Agent, request, type ClientRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { exitWithin, startService } from './support/service-process';
+import { exitWithin, serviceForTest } from './support/service-process';
 
 interface Outcome {
   status?: number;
@@ -38,7 +38,7 @@ function startSlowUpload(port: number): { req: ClientRequest; outcome: Promise<O
 
 describe('graceful shutdown', () => {
   it('SIGTERM under concurrent keep-alive load loses no request that was sent, and exits 0', async () => {
-    const service = await startService({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5', LOG_LEVEL: 'warn' });
+    const service = await serviceForTest({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5', LOG_LEVEL: 'warn' });
     const agent = new Agent({ keepAlive: true, maxSockets: 16 });
     const outcomes: Outcome[] = [];
     let signalledAt = Infinity;
@@ -64,7 +64,7 @@ describe('graceful shutdown', () => {
   });
 
   it('answers with Connection: close during the delay, then stops listening', async () => {
-    const service = await startService({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5' });
+    const service = await serviceForTest({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5' });
     service.child.kill('SIGTERM');
     await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
     const during = await fetch(`${service.baseUrl}/health`);
@@ -76,7 +76,7 @@ describe('graceful shutdown', () => {
   });
 
   it('lets an in-flight request finish after the listener closed', async () => {
-    const service = await startService({ SHUTDOWN_DELAY: '0', SHUTDOWN_TIMEOUT: '10' });
+    const service = await serviceForTest({ SHUTDOWN_DELAY: '0', SHUTDOWN_TIMEOUT: '10' });
     const upload = startSlowUpload(service.port);
     await sleep(200);
     service.child.kill('SIGTERM');
@@ -90,7 +90,7 @@ describe('graceful shutdown', () => {
   });
 
   it('gives up on in-flight requests after SHUTDOWN_TIMEOUT and still exits 0', async () => {
-    const service = await startService({ SHUTDOWN_DELAY: '0', SHUTDOWN_TIMEOUT: '1' });
+    const service = await serviceForTest({ SHUTDOWN_DELAY: '0', SHUTDOWN_TIMEOUT: '1' });
     const upload = startSlowUpload(service.port);
     await sleep(200);
     const started = Date.now();
@@ -102,7 +102,7 @@ describe('graceful shutdown', () => {
   });
 
   it('a second signal exits at once with code 1', async () => {
-    const service = await startService({ SHUTDOWN_DELAY: '30', SHUTDOWN_TIMEOUT: '30' });
+    const service = await serviceForTest({ SHUTDOWN_DELAY: '30', SHUTDOWN_TIMEOUT: '30' });
     service.child.kill('SIGTERM');
     await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
     service.child.kill('SIGTERM');
@@ -110,7 +110,7 @@ describe('graceful shutdown', () => {
   });
 
   it('SIGINT shuts down like SIGTERM', async () => {
-    const service = await startService({ SHUTDOWN_DELAY: '0' });
+    const service = await serviceForTest({ SHUTDOWN_DELAY: '0' });
     service.child.kill('SIGINT');
     expect(await exitWithin(service.exited, 10_000)).toBe(0);
     expect(service.logLines().at(-1)).toMatchObject({ msg: 'shutdown complete', service: 'product-service' });

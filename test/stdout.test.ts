@@ -5,14 +5,13 @@
 // lines, then stops reading. Logging must hold neither a request, nor memory beyond its bounded
 // buffer, nor the exit; the lines it drops are counted on /metrics and, once the pipe moves
 // again, in one warn line.
-import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
 import { sampleValue, scrape } from './support/exposition';
 import { startWithFifoStdout, type FifoService } from './support/fifo-stdout';
-import { exitWithin } from './support/service-process';
+import { exitWithin, rssMiB } from './support/service-process';
 
 const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
 const DROPPED_MSG = 'log lines dropped while stdout was blocked';
@@ -30,11 +29,6 @@ async function droppedLines(service: FifoService): Promise<number> {
   const dropped = sampleValue(await scrape(service.metricsUrl), DROPPED_METRIC);
   if (dropped === undefined) throw new Error(`${DROPPED_METRIC} is not on /metrics`);
   return dropped;
-}
-
-function rssMb(pid: number): number {
-  const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(match?.[1]) / 1024;
 }
 
 function post(port: number, agent: Agent): Promise<number> {
@@ -61,12 +55,12 @@ interface LoadResult {
 async function loadUntilLinesDrop(service: FifoService, moreMs = 1000): Promise<LoadResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: 16 });
   const pid = service.child.pid ?? 0;
-  const result: LoadResult = { sent: 0, maxRssMb: rssMb(pid), maxHealthMs: 0 };
+  const result: LoadResult = { sent: 0, maxRssMb: rssMiB(pid), maxHealthMs: 0 };
   let stopAt = Date.now() + 30_000;
   let dropping = false;
   const sampler = async (): Promise<void> => {
     while (Date.now() < stopAt) {
-      result.maxRssMb = Math.max(result.maxRssMb, rssMb(pid));
+      result.maxRssMb = Math.max(result.maxRssMb, rssMiB(pid));
       const started = Date.now();
       expect((await fetch(`http://127.0.0.1:${service.port}/health`)).status).toBe(200);
       result.maxHealthMs = Math.max(result.maxHealthMs, Date.now() - started);
@@ -92,7 +86,7 @@ async function loadUntilLinesDrop(service: FifoService, moreMs = 1000): Promise<
   } finally {
     agent.destroy();
   }
-  result.maxRssMb = Math.max(result.maxRssMb, rssMb(pid));
+  result.maxRssMb = Math.max(result.maxRssMb, rssMiB(pid));
   return result;
 }
 

@@ -1,5 +1,4 @@
-// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
-// builds dist/ first.
+// Runs: dist/main.js (test/support/service-process.ts; `npm test` builds dist/ first).
 //
 // Tracing proven end to end: the built service, started as production starts it (`node dist/main.js`),
 // exports its spans over OTLP/HTTP to a receiver in this process that decodes them as a collector
@@ -12,11 +11,11 @@ import { createServer, type Server } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { sampleValue, samples, scrape } from './support/exposition';
 import { parseResponse, rawExchange } from './support/raw-http';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan, type ReceiverMode, type ReceiverOptions } from './support/otlp-receiver';
-import { freePort, startService, VERSION, type ServiceProcess } from './support/service-process';
+import { exportingServiceForSuite, freePort, serviceForTest, VERSION, type ServiceProcess } from './support/service-process';
 import { ROOT } from './support/paths';
 
 /** OTLP's SpanKind.SERVER and StatusCode.ERROR. */
@@ -149,44 +148,51 @@ function waitForExposition(svc: ServiceProcess, check: (exposition: string) => v
 
 // ---- what a test starts, stopped after it whatever happened ----
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  await Promise.all(cleanups.splice(0).map((cleanup) => cleanup()));
-});
 async function receiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}): Promise<OtlpReceiver> {
   const started = await startOtlpReceiver(mode, options);
-  cleanups.push(() => started.close());
+  onTestFinished(() => started.close());
   return started;
 }
-async function service(env: Record<string, string>): Promise<ServiceProcess> {
-  const started = await startService({ ...TRUSTED_CLIENT, ...env });
-  cleanups.push(() => started.stop('SIGKILL'));
-  return started;
-}
+const service = (env: Record<string, string>): Promise<ServiceProcess> => serviceForTest({ ...TRUSTED_CLIENT, ...env });
 
-/** Starts a receiver and a service exporting to it with `env`, sends one traced POST /product, and returns its span. */
-async function oneExportedSpan(env: Record<string, string> = {}): Promise<{ span: ReceivedSpan; svc: ServiceProcess; productId: number }> {
+/** A receiver, and a service exporting to it every 200 ms (unless `env` says otherwise) with `env`. */
+async function exporting(env: Record<string, string> = {}): Promise<{ collector: OtlpReceiver; svc: ServiceProcess }> {
   const collector = await receiver();
-  const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT, ...env });
-  const trace = newTraceContext();
-  const { status, productId } = await postProduct(svc, { traceparent: trace.traceparent });
-  expect(status).toBe(201);
-  return { span: await spanOf(collector, trace.traceId), svc, productId };
+  return { collector, svc: await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT, ...env }) };
 }
 
-/** A receiver and a service exporting to it, started once for all the tests of a describe block. */
-function sharedExportingService(env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } {
-  const shared = {} as { collector: OtlpReceiver; svc: ServiceProcess };
-  beforeAll(async () => {
-    shared.collector = await startOtlpReceiver('ok');
-    shared.svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: shared.collector.url, ...FAST_EXPORT, ...TRUSTED_CLIENT, ...env });
-  });
-  afterAll(async () => {
-    await shared.svc.stop('SIGKILL');
-    await shared.collector.close();
-  });
-  return shared;
+/** Sends one POST /product with a fresh trace context, expects 201 and returns the context. */
+async function tracedPost(svc: ServiceProcess): Promise<TraceContext> {
+  const trace = newTraceContext();
+  expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+  return trace;
 }
+
+/** Starts exporting(env), sends one traced POST /product, and returns its span. */
+async function oneExportedSpan(env: Record<string, string> = {}): Promise<{ span: ReceivedSpan; svc: ServiceProcess }> {
+  const { collector, svc } = await exporting(env);
+  return { span: await spanOf(collector, (await tracedPost(svc)).traceId), svc };
+}
+
+const sharedExportingService = (env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } =>
+  exportingServiceForSuite({ ...TRUSTED_CLIENT, ...env });
+
+/** Everything the service wrote on stdout, once it holds `pattern`. */
+const stdoutMatching = (svc: ServiceProcess, pattern: RegExp | string): Promise<string> =>
+  vi.waitFor(
+    () => {
+      expect(svc.stdout()).toMatch(pattern);
+      return svc.stdout();
+    },
+    { timeout: 10_000, interval: 100 },
+  );
+
+/** The lines the service wrote on stderr that are not one SDK diagnostic each. */
+const stderrBesidesDiagnostics = (svc: ServiceProcess): string[] =>
+  svc
+    .stderr()
+    .split('\n')
+    .filter((line) => line !== '' && !DIAGNOSTIC_LINE.test(line));
 
 /**
  * Listens where NodeSDK's OTLP/HTTP exporter sends by default (localhost:4318, on 127.0.0.1 and,
@@ -208,7 +214,7 @@ async function listenOnDefaultOtlpPort(): Promise<{ connections: () => number }>
       if (host === '::1' && (code === 'EADDRNOTAVAIL' || code === 'EAFNOSUPPORT')) return undefined;
       throw new Error(`cannot listen on [${host}]:4318, the OTLP/HTTP default port (${String(code)}); this test needs it free`, { cause: error });
     }
-    cleanups.push(async () => {
+    onTestFinished(async () => {
       server.close();
       await once(server, 'close');
     });
@@ -230,14 +236,21 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
   it(`exports exactly one span per POST /product: SERVER, scope ${HTTP_SCOPE}, named "POST /product", child of the incoming traceparent, with the HTTP server attributes and product.id; sent as ${contentType}`, async () => {
     const { svc, collector } = shared;
     const trace = newTraceContext();
-    const { status, productId } = await postProduct(svc, { traceparent: trace.traceparent });
+    const { status, productId } = await postProduct(svc, { traceparent: trace.traceparent, tracestate: 'vendor=chosen-by-proxy' });
     expect(status).toBe(201);
 
     const all = await spansAfterMarker(svc, collector);
     const spans = spansOfTrace(all, trace.traceId);
     expect(spans).toHaveLength(1);
     const [span] = spans as [ReceivedSpan];
-    expect(span).toMatchObject({ scope: HTTP_SCOPE, name: 'POST /product', kind: SPAN_KIND_SERVER, parentSpanId: trace.parentSpanId });
+    // The test client is a trusted proxy: the span joins its trace, with its tracestate.
+    expect(span).toMatchObject({
+      scope: HTTP_SCOPE,
+      name: 'POST /product',
+      kind: SPAN_KIND_SERVER,
+      parentSpanId: trace.parentSpanId,
+      traceState: 'vendor=chosen-by-proxy',
+    });
     expect(span.spanId).toMatch(/^[0-9a-f]{16}$/);
     expect(span.spanId).not.toBe(trace.parentSpanId);
     expect(span.status.code).not.toBe(STATUS_ERROR);
@@ -252,7 +265,17 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
       'user_agent.original': USER_AGENT,
       'product.id': productId,
     });
-    expect(span.resource).toMatchObject({ 'service.name': 'product-service', 'service.version': VERSION });
+    // By default the resource describes this process, host and OS.
+    expect(span.resource).toMatchObject({
+      'service.name': 'product-service',
+      'service.version': VERSION,
+      'process.pid': svc.child.pid,
+      'host.name': hostname(),
+      'os.type': process.platform,
+      'telemetry.sdk.language': 'nodejs',
+      'telemetry.sdk.name': 'opentelemetry',
+    });
+    expect(span.resource['service.instance.id']).toMatch(/^[0-9a-f-]{36}$/);
     // No Koa middleware or router layer spans, and no client spans from the exporter's own requests.
     expect(all.filter((s) => s.scope !== HTTP_SCOPE || s.kind !== SPAN_KIND_SERVER)).toEqual([]);
     expect(collector.requests.length).toBeGreaterThan(0);
@@ -307,10 +330,8 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
   ])(
     "otlp over $protocol: the request's log line is also a log record with the server span's trace_id and span_id, and still a JSON line on stdout",
     async ({ env, contentType }) => {
-      const collector = await receiver();
-      const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_LOGS_EXPORTER: 'otlp', ...FAST_EXPORT, ...FAST_LOG_EXPORT, ...env });
-      const trace = newTraceContext();
-      expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+      const { collector, svc } = await exporting({ OTEL_LOGS_EXPORTER: 'otlp', ...FAST_LOG_EXPORT, ...env });
+      const trace = await tracedPost(svc);
       const span = await spanOf(collector, trace.traceId);
 
       const records = await collector.waitForLogs((record) => record.traceId === trace.traceId);
@@ -334,54 +355,24 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
 
   it('console: each log record is printed by the SDK on stdout with the trace id of its request', async () => {
     const svc = await service({ OTEL_LOGS_EXPORTER: 'console' });
-    const trace = newTraceContext();
-    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
-    const text = await vi.waitFor(
-      () => {
-        const output = svc.stdout();
-        expect(output).toMatch(
-          new RegExp(`traceId: '${trace.traceId}'[\\s\\S]*body: 'request completed'|body: 'request completed'[\\s\\S]*traceId: '${trace.traceId}'`),
-        );
-        return output;
-      },
-      { timeout: 10_000, interval: 100 },
+    const trace = await tracedPost(svc);
+    const text = await stdoutMatching(
+      svc,
+      new RegExp(`traceId: '${trace.traceId}'[\\s\\S]*body: 'request completed'|body: 'request completed'[\\s\\S]*traceId: '${trace.traceId}'`),
     );
     expect(text).toContain("severityText: 'info'");
     expect(svc.stderr()).toBe('');
   });
 
   it('by default (unset) sends no log record, even with an endpoint: after a flushed shutdown the receiver got spans and no /v1/logs request', async () => {
-    const collector = await receiver();
-    const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT, ...FAST_LOG_EXPORT });
-    const trace = newTraceContext();
-    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    const { collector, svc } = await exporting(FAST_LOG_EXPORT);
+    const trace = await tracedPost(svc);
     await requestLogLine(svc, trace.traceId);
     // SIGTERM flushes every provider NodeSDK started: a log record waiting in a batch would be sent now.
     expect(await svc.stop('SIGTERM')).toBe(0);
     expect(spansOfTrace(collector.spans, trace.traceId)).toHaveLength(1);
     expect(collector.logRequests).toEqual([]);
     expect(collector.logs).toEqual([]);
-  });
-});
-
-describe('span status and name of 4xx answers', () => {
-  const shared = sharedExportingService();
-
-  it.each([
-    { answer: '404 on an unknown path', method: 'GET', path: '/no-such-path', status: 404, name: 'GET', route: undefined },
-    { answer: '405 on a known path', method: 'GET', path: '/product', status: 405, name: 'GET /product', route: '/product' },
-    { answer: '405 on a known path (DELETE)', method: 'DELETE', path: '/product', status: 405, name: 'DELETE /product', route: '/product' },
-  ])('$answer: the span is not ERROR, and is named and routed by the route template, never the raw path', async ({ method, path, status, name, route }) => {
-    const { svc, collector } = shared;
-    const trace = newTraceContext();
-    expect((await fetch(`${svc.baseUrl}${path}`, { method, headers: { traceparent: trace.traceparent } })).status).toBe(status);
-    const span = await spanOf(collector, trace.traceId);
-    expect(span.name).toBe(name);
-    expect(span.attributes['http.response.status_code']).toBe(status);
-    expect(span.attributes['http.route']).toBe(route);
-    expect(span.status.code).not.toBe(STATUS_ERROR);
-    expect(span.attributes['error.type']).toBeUndefined();
-    expect(collector.spans.filter((s) => s.name.includes('no-such-path') || String(s.attributes['http.route']).includes('no-such-path'))).toEqual([]);
   });
 });
 
@@ -419,19 +410,8 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
     );
   });
 
-  describe('a trusted proxy (TRUSTED_PROXIES=127.0.0.1)', () => {
+  describe('a trusted proxy (TRUSTED_PROXIES=127.0.0.1; flags 01: see "OTLP export")', () => {
     const shared = sharedExportingService(TRUSTED_CLIENT);
-
-    it('traceparent flags 01: the span joins its trace, child of its span, with its tracestate', async () => {
-      const { svc, collector } = shared;
-      const { trace, userAgent } = await postWithClientContext(svc, '01');
-      expect(await spanWithUserAgent(collector, userAgent)).toMatchObject({
-        traceId: trace.traceId,
-        parentSpanId: trace.parentSpanId,
-        traceState: 'vendor=chosen-by-client',
-      });
-      expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ trace_flags: '01' });
-    });
 
     it('traceparent flags 00: the default parent-based sampler follows its decision, no span', async () => {
       const { svc, collector } = shared;
@@ -446,7 +426,7 @@ describe("the OpenTelemetry Operator's Node.js injection (an SDK preloaded throu
     // Stands in for the operator's autoinstrumentation.js: a NodeSDK with the auto-instrumentations,
     // started before the service; its span processor prints each ended span on stderr.
     const dir = mkdtempSync(join(tmpdir(), 'operator-stand-in-'));
-    cleanups.push(() => Promise.resolve(rmSync(dir, { recursive: true, force: true })));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const standIn = join(dir, 'autoinstrumentation.js');
     const resolve = (name: string): string => JSON.stringify(require.resolve(name, { paths: [ROOT] }));
     writeFileSync(
@@ -494,8 +474,7 @@ describe('what a span records of a hostile request', () => {
 
   /** Sends `target` with `headers` and a User-Agent of its own on a raw socket; returns the answer's status and the span, found by that User-Agent. */
   async function tracedRequest(
-    svc: ServiceProcess,
-    collector: OtlpReceiver,
+    { svc, collector }: { svc: ServiceProcess; collector: OtlpReceiver },
     method: string,
     target: string,
     headers: string[],
@@ -513,14 +492,8 @@ describe('what a span records of a hostile request', () => {
     const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
 
     it('the query string is REDACTED, names and values; client.address and server.address come from the socket, not from Host, Forwarded or X-Forwarded-*', async () => {
-      const { svc, collector } = shared;
-      const { status, span } = await tracedRequest(
-        svc,
-        collector,
-        'POST',
-        '/product?access_token=tok_live_51Hx&password=hunter2&tok_live_51Hx',
-        FORGING_HEADERS,
-      );
+      const { svc } = shared;
+      const { status, span } = await tracedRequest(shared, 'POST', '/product?access_token=tok_live_51Hx&password=hunter2&tok_live_51Hx', FORGING_HEADERS);
       expect(status).toBe(201);
       expect(span.attributes).toMatchObject({
         'url.path': '/product',
@@ -534,21 +507,21 @@ describe('what a span records of a hostile request', () => {
       for (const forged of FORGED) expect(everythingIn(span)).not.toContain(forged);
     });
 
-    it("a scanner's unmatched path is in no attribute (no url.path), and the span is named by the method alone", async () => {
-      const { svc, collector } = shared;
-      const { status, span } = await tracedRequest(svc, collector, 'GET', '/reset/tok_live_51Hx?password=hunter2', FORGING_HEADERS);
+    it("a scanner's unmatched path is in no attribute (no url.path), the span is named by the method alone, and a 404 is no ERROR", async () => {
+      const { status, span } = await tracedRequest(shared, 'GET', '/reset/tok_live_51Hx?password=hunter2', FORGING_HEADERS);
       expect(status).toBe(404);
       expect(span.name).toBe('GET');
       expect(span.attributes['url.path']).toBeUndefined();
       expect(span.attributes['http.route']).toBeUndefined();
       expect(span.attributes['url.query']).toBe('REDACTED');
       expect(span.attributes['http.response.status_code']).toBe(404);
+      expect(span.status.code).not.toBe(STATUS_ERROR);
+      expect(span.attributes['error.type']).toBeUndefined();
       for (const forged of [...FORGED, '/reset']) expect(everythingIn(span)).not.toContain(forged);
     });
 
     it('an absolute-form target is traced at the path it is served at (url.path, route, query REDACTED), and the host it names is in no attribute', async () => {
-      const { svc, collector } = shared;
-      const { status, span } = await tracedRequest(svc, collector, 'POST', 'http://forged.example/product?tok_live_51Hx', ['Host: x']);
+      const { status, span } = await tracedRequest(shared, 'POST', 'http://forged.example/product?tok_live_51Hx', ['Host: x']);
       expect(status).toBe(201);
       expect(span.name).toBe('POST /product');
       expect(span.attributes).toMatchObject({ 'url.path': '/product', 'url.query': 'REDACTED', 'http.route': '/product' });
@@ -561,7 +534,7 @@ describe('what a span records of a hostile request', () => {
       const head = ['GET http://forged.example/health HTTP/1.1', 'Host: x', `User-Agent: ${probeAgent}`, 'Connection: close'];
       expect(parseResponse(await rawExchange(svc.port, `${head.join('\r\n')}\r\n\r\n`)).status).toBe(200);
       // Sent after the probe: once its span has arrived, so would the probe's (spans are exported in order).
-      const { status, span } = await tracedRequest(svc, collector, 'POST', 'file:///product?tok_live_51Hx', ['Host: x']);
+      const { status, span } = await tracedRequest(shared, 'POST', 'file:///product?tok_live_51Hx', ['Host: x']);
       expect(status).toBe(400);
       expect(span.attributes['url.path']).toBeUndefined();
       expect(span.attributes['http.route']).toBeUndefined();
@@ -569,20 +542,24 @@ describe('what a span records of a hostile request', () => {
       expect(collector.spans.filter((s) => s.attributes['user_agent.original'] === probeAgent)).toEqual([]);
     });
 
-    it('a matched path with another method (405) keeps its url.path and route', async () => {
-      const { svc, collector } = shared;
-      const { status, span } = await tracedRequest(svc, collector, 'DELETE', '/product', ['Host: x']);
-      expect(status).toBe(405);
-      expect(span.attributes).toMatchObject({ 'url.path': '/product', 'http.route': '/product' });
-    });
+    it.each(['GET', 'DELETE'])(
+      'a matched path with another method (%s /product: 405) is named and routed by its route, keeps its url.path, and is no ERROR',
+      async (method) => {
+        const { status, span } = await tracedRequest(shared, method, '/product', ['Host: x']);
+        expect(status).toBe(405);
+        expect(span.name).toBe(`${method} /product`);
+        expect(span.attributes).toMatchObject({ 'url.path': '/product', 'http.route': '/product', 'http.response.status_code': 405 });
+        expect(span.status.code).not.toBe(STATUS_ERROR);
+        expect(span.attributes['error.type']).toBeUndefined();
+      },
+    );
   });
 
   describe('TRACE_QUERY_PARAMS=page,sort', () => {
     const shared = sharedExportingService({ TRACE_QUERY_PARAMS: 'page,sort' });
 
     it('records those parameters as sent and every other one as REDACTED, in their order', async () => {
-      const { svc, collector } = shared;
-      const { span } = await tracedRequest(svc, collector, 'POST', '/product?page=2&access_token=tok_live_51Hx&sort=name%20desc&Page=hunter2', ['Host: x']);
+      const { span } = await tracedRequest(shared, 'POST', '/product?page=2&access_token=tok_live_51Hx&sort=name%20desc&Page=hunter2', ['Host: x']);
       expect(span.attributes['url.query']).toBe('page=2&REDACTED&sort=name+desc&REDACTED');
       for (const forged of FORGED) expect(everythingIn(span)).not.toContain(forged);
     });
@@ -598,10 +575,9 @@ describe('what a span records of a hostile request', () => {
       { forwardedFor: '192.0.2.10, 198.51.100.7', client: '192.0.2.10', why: 'trusted proxies are skipped, from the end' },
       { forwardedFor: 'tok_live_51Hx, 198.51.100.7', client: '198.51.100.7', why: 'an entry that is no address stops at the last trusted proxy' },
     ])('X-Forwarded-For: $forwardedFor → client.address $client ($why); Forwarded and Host still ignored', async ({ forwardedFor, client }) => {
-      const { svc, collector } = shared;
       const headers = ['Host: forged.example', 'Forwarded: for=203.0.113.66;host=forged.example'];
       if (forwardedFor !== undefined) headers.push(`X-Forwarded-For: ${forwardedFor}`);
-      const { span } = await tracedRequest(svc, collector, 'POST', '/product', headers);
+      const { span } = await tracedRequest(shared, 'POST', '/product', headers);
       expect(span.attributes).toMatchObject({ 'client.address': client, 'network.peer.address': '127.0.0.1', 'server.address': '127.0.0.1' });
       expect(everythingIn(span)).not.toContain('forged.example');
     });
@@ -625,8 +601,7 @@ describe('OTEL_PROPAGATORS=b3', () => {
 
   it('ignores a W3C traceparent (b3 replaces the default propagators): no span or log line of that trace', async () => {
     const { svc, collector } = shared;
-    const trace = newTraceContext();
-    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    const trace = await tracedPost(svc);
     expect(spansOfTrace(await spansAfterMarker(svc, collector, b3Single), trace.traceId)).toEqual([]);
     expect(svc.logLines().filter((line) => line.trace_id === trace.traceId)).toEqual([]);
   });
@@ -635,17 +610,9 @@ describe('OTEL_PROPAGATORS=b3', () => {
 describe('exporters and SDK configuration from the environment', () => {
   it('OTEL_TRACES_EXPORTER=console (no endpoint): the SDK prints each span on stdout (console.dir) with its name, trace id, parent and scope; the JSON log lines still parse', async () => {
     const svc = await service({ OTEL_TRACES_EXPORTER: 'console', ...FAST_EXPORT });
-    const trace = newTraceContext();
-    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    const trace = await tracedPost(svc);
 
-    const text = await vi.waitFor(
-      () => {
-        const output = svc.stdout();
-        expect(output).toContain(`traceId: '${trace.traceId}'`);
-        return output;
-      },
-      { timeout: 10_000, interval: 100 },
-    );
+    const text = await stdoutMatching(svc, `traceId: '${trace.traceId}'`);
     expect(text).toContain("name: 'POST /product'");
     expect(text).toContain(`spanId: '${trace.parentSpanId}'`);
     expect(text).toContain(`name: '${HTTP_SCOPE}'`);
@@ -664,20 +631,14 @@ describe('exporters and SDK configuration from the environment', () => {
   );
 
   it('OTEL_LOG_LEVEL=debug: SDK diagnostics go to stderr, one line each starting "opentelemetry <level>:", and every stdout line stays JSON', async () => {
-    const collector = await receiver();
-    const svc = await service({ OTEL_LOG_LEVEL: 'debug', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT });
-    const trace = newTraceContext();
-    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    const { collector, svc } = await exporting({ OTEL_LOG_LEVEL: 'debug' });
+    const trace = await tracedPost(svc);
     await spanOf(collector, trace.traceId);
     expect(await svc.stop('SIGTERM')).toBe(0);
 
-    const stderrLines = svc
-      .stderr()
-      .split('\n')
-      .filter((line) => line !== '');
-    expect(stderrLines.filter((line) => line.startsWith('opentelemetry debug: ')).length).toBeGreaterThan(0);
+    expect(svc.stderr()).toMatch(/^opentelemetry debug: /m);
     // A diagnostic that spans lines (an object printed by util.inspect) leaves lines without the prefix.
-    expect(stderrLines.filter((line) => !DIAGNOSTIC_LINE.test(line))).toEqual([]);
+    expect(stderrBesidesDiagnostics(svc)).toEqual([]);
     expect(svc.logLines().filter((line) => 'raw' in line)).toEqual([]);
   });
 });
@@ -695,20 +656,6 @@ describe('resource', () => {
       'deployment.environment.name': 'staging',
       team: 'catalog',
     });
-  });
-
-  it('by default describes this process, host and OS: process.pid, host.name, os.type, service.instance.id, telemetry.sdk.*', async () => {
-    const { span, svc } = await oneExportedSpan();
-    expect(span.resource).toMatchObject({
-      'service.name': 'product-service',
-      'service.version': VERSION,
-      'process.pid': svc.child.pid,
-      'host.name': hostname(),
-      'os.type': process.platform,
-      'telemetry.sdk.language': 'nodejs',
-      'telemetry.sdk.name': 'opentelemetry',
-    });
-    expect(span.resource['service.instance.id']).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it('OTEL_NODE_RESOURCE_DETECTORS=env: only OTEL_RESOURCE_ATTRIBUTES, service.name/version and telemetry.sdk.* (no host, process, os, container, service.instance.id)', async () => {
@@ -766,15 +713,13 @@ describe('configurations that export nothing, or to the default endpoint', () =>
   it('OTEL_TRACES_EXPORTER=otlp without an endpoint: exports over http/protobuf to http://localhost:4318/v1/traces', async () => {
     const collector = await receiver('ok', { port: 4318, host: 'localhost' });
     const svc = await service({ OTEL_TRACES_EXPORTER: 'otlp', ...FAST_EXPORT });
-    const trace = newTraceContext();
-    expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
+    const trace = await tracedPost(svc);
     expect(await spanOf(collector, trace.traceId)).toMatchObject({ name: 'POST /product', parentSpanId: trace.parentSpanId });
     for (const request of collector.requests) expect(request.contentType).toBe('application/x-protobuf');
   });
 
   it("OTEL_SDK_DISABLED=true: requests work, no span is exported, no traceparent is read; each answer's traceresponse is a random id, on its log line", async () => {
-    const collector = await receiver();
-    const svc = await service({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT });
+    const { collector, svc } = await exporting({ OTEL_SDK_DISABLED: 'true' });
     const caller = newTraceContext();
     const answer = await fetch(`${svc.baseUrl}/product`, { method: 'POST', headers: { traceparent: caller.traceparent }, body: '{}' });
     expect(answer.status).toBe(201);
@@ -793,8 +738,7 @@ describe('configurations that export nothing, or to the default endpoint', () =>
   });
 
   it('OTEL_TRACES_SAMPLER=always_off: requests work, no span is exported', async () => {
-    const collector = await receiver();
-    const svc = await service({ OTEL_TRACES_SAMPLER: 'always_off', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT });
+    const { collector, svc } = await exporting({ OTEL_TRACES_SAMPLER: 'always_off' });
     expect((await postProduct(svc, { traceparent: newTraceContext().traceparent })).status).toBe(201);
     expect((await postProduct(svc)).status).toBe(201);
 
@@ -829,8 +773,7 @@ describe("span batches (the service's OTEL_BSP_* defaults)", () => {
   });
 
   it('OTEL_BSP_MAX_EXPORT_BATCH_SIZE=512 and OTEL_BSP_SCHEDULE_DELAY=5000 (the SDK defaults) still apply when set: batches of more than 128 spans', async () => {
-    const collector = await receiver();
-    const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '512', OTEL_BSP_SCHEDULE_DELAY: '5000' });
+    const { collector, svc } = await exporting({ OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '512', OTEL_BSP_SCHEDULE_DELAY: '5000' });
 
     expect((await load(svc, REQUESTS)).statuses).toEqual({ 201: REQUESTS });
     await collector.waitForSpans(() => true, REQUESTS, 15_000);
@@ -845,8 +788,7 @@ describe('span pipeline self-metrics', () => {
   const SHORT_TIMEOUT = { ...FAST_EXPORT, OTEL_EXPORTER_OTLP_TIMEOUT: '1000' };
 
   it('a healthy collector: every span is counted as processed and exported without error_type, the queue empties, its capacity is 2048', async () => {
-    const collector = await receiver();
-    const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT });
+    const { collector, svc } = await exporting();
     expect((await load(svc, 20)).statuses).toEqual({ 201: 20 });
 
     const exposition = await waitForExposition(svc, (e) => expect(sampleValue(e, PROCESSED)).toBe(20));
@@ -886,12 +828,7 @@ describe('span pipeline self-metrics', () => {
       expect(byErrorType(exposition, EXPORTED)).toEqual({ '': 0, ...failures });
       if (collector !== undefined) expect(collector.requests.length).toBeGreaterThan(0);
       // Whatever the SDK says about the failures is one line each, on stderr; stdout stays JSON.
-      expect(
-        svc
-          .stderr()
-          .split('\n')
-          .filter((line) => line !== '' && !DIAGNOSTIC_LINE.test(line)),
-      ).toEqual([]);
+      expect(stderrBesidesDiagnostics(svc)).toEqual([]);
       expect(svc.logLines().filter((line) => 'raw' in line)).toEqual([]);
     },
     60_000,
@@ -918,9 +855,8 @@ describe('span pipeline self-metrics', () => {
 
 describe('shutdown', () => {
   it('flushes queued spans on SIGTERM (OTEL_BSP_SCHEDULE_DELAY=60000) and exits 0', async () => {
-    const collector = await receiver();
     // Within this test only the shutdown flush can deliver the spans.
-    const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '60000' });
+    const { collector, svc } = await exporting({ OTEL_BSP_SCHEDULE_DELAY: '60000' });
     const traces = Array.from({ length: 5 }, newTraceContext);
     for (const trace of traces) expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
     expect(collector.requests).toHaveLength(0);

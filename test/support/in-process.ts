@@ -1,26 +1,14 @@
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
+import { afterAll, beforeAll, onTestFinished } from 'vitest';
 import { parseConfig } from '../../src/config';
 import type { Faults } from '../../src/http/faults';
 import type { ServerOptions } from '../../src/http/server';
-import { createLogger, type Logger } from '../../src/observability/logger';
-import { createMetrics, type Metrics } from '../../src/observability/metrics';
+import { createLogger } from '../../src/observability/logger';
+import { createMetrics } from '../../src/observability/metrics';
 import { createService, portOf, type ServiceDependencies } from '../../src/service';
 
-export interface InProcessService {
-  server: Server;
-  baseUrl: string;
-  port: number;
-  /** The metrics port's server, its port, and its endpoint http://127.0.0.1:PORT/metrics (as ServiceProcess.metricsUrl). */
-  metricsServer: Server;
-  metricsPort: number;
-  metricsUrl: string;
-  metrics: Metrics;
-  logger: Logger;
-  /** JSON log lines written so far. */
-  logs: Array<Record<string, unknown>>;
-  close(): Promise<void>;
-}
+export type InProcessService = Awaited<ReturnType<typeof startInProcess>>;
 
 /** What a test may change in the service it starts. */
 export interface InProcessOverrides {
@@ -37,7 +25,7 @@ export interface InProcessOverrides {
  * (127.0.0.1, ports the OS picks), with a logger at debug whose lines the test can read and no
  * process metrics (tests build many services in one process).
  */
-export async function startInProcess(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}): Promise<InProcessService> {
+export async function startInProcess(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}) {
   const logs: Array<Record<string, unknown>> = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -65,14 +53,16 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
   const port = portOf(service.apiServer) ?? 0;
   const metricsPort = portOf(service.metricsServer) ?? 0;
   return {
-    server: service.apiServer,
     port,
     baseUrl: `http://127.0.0.1:${port}`,
+    /** The metrics port's server, its port, and its endpoint http://127.0.0.1:PORT/metrics (as ServiceProcess.metricsUrl). */
     metricsServer: service.metricsServer,
     metricsPort,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     metrics,
-    logger,
+    /** What the metrics port would answer a plain scrape now. */
+    exposition: async (): Promise<string> => (await metrics.render(undefined)).body,
+    /** JSON log lines written so far. */
     logs,
     close: () => Promise.all([service.apiServer, service.metricsServer].map(closeNow)).then(() => undefined),
   };
@@ -83,4 +73,23 @@ function closeNow(server: Server): Promise<void> {
     server.closeAllConnections();
     server.close(() => resolve());
   });
+}
+
+/** startInProcess for the test that calls it: closed once the test has finished. */
+export async function inProcessForTest(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}): Promise<InProcessService> {
+  const svc = await startInProcess(overrides, serverOptions);
+  onTestFinished(() => svc.close());
+  return svc;
+}
+
+/** startInProcess for the tests of the describe block (or file) that calls it: filled in before them, closed after them. */
+export function inProcessForSuite(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}): InProcessService {
+  const svc = {} as InProcessService;
+  beforeAll(async () => {
+    Object.assign(svc, await startInProcess(overrides, serverOptions));
+  });
+  afterAll(async () => {
+    if ('close' in svc) await svc.close(); // not when beforeAll could not start it
+  });
+  return svc;
 }

@@ -16,41 +16,9 @@ import { bytesOf, fields, messages, varintOf } from '../../bench/otlp-protobuf.m
 type AttributeValue = string | number | boolean | null;
 type Attributes = Record<string, AttributeValue>;
 
-export interface ReceivedSpan {
-  /** Lower-case hex, as in a traceparent header and in the log lines. */
-  traceId: string;
-  spanId: string;
-  /** "" for a root span. */
-  parentSpanId: string;
-  /** The W3C tracestate the span carries, "" for none. */
-  traceState: string;
-  name: string;
-  /** The name of the instrumentation scope that created the span, e.g. "@opentelemetry/instrumentation-http". */
-  scope: string;
-  /** OTLP SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
-  kind: number;
-  attributes: Attributes;
-  /** Attributes the SDK discarded (span attribute count limit). */
-  droppedAttributesCount: number;
-  /** OTLP StatusCode: 0 unset, 1 ok, 2 error. */
-  status: { code: number; message: string };
-  /** Its events (an exception, recorded as `exception` with exception.type, exception.message and exception.stacktrace). */
-  events: Array<{ name: string; attributes: Attributes }>;
-  resource: Attributes;
-}
-
-interface ReceivedLogRecord {
-  /** Lower-case hex; "" when the record was emitted outside a span. */
-  traceId: string;
-  spanId: string;
-  severityNumber: number;
-  severityText: string;
-  /** The body when it is a string (pino's `msg`), else null. */
-  body: string | null;
-  scope: string;
-  attributes: Attributes;
-  resource: Attributes;
-}
+/** What the receiver makes of a span, whichever the encoding (the shape spansFromProtobuf builds). */
+export type ReceivedSpan = ReturnType<typeof spansFromProtobuf>[number];
+type ReceivedLogRecord = ReturnType<typeof logsFromProtobuf>[number];
 
 /**
  * - ok: 200 with an empty body (an empty ExportTraceServiceResponse: full success)
@@ -70,24 +38,7 @@ export interface ReceiverOptions {
   tls?: { key: string | Buffer; cert: string | Buffer };
 }
 
-export interface OtlpReceiver {
-  /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces or /v1/logs). */
-  readonly url: string;
-  mode: ReceiverMode;
-  /** Spans decoded so far, in arrival order (in every mode: the request was received). */
-  readonly spans: ReceivedSpan[];
-  /** Log records decoded so far, in arrival order. */
-  readonly logs: ReceivedLogRecord[];
-  /** POST /v1/traces requests received: their Content-Type, and all their headers (as Node lower-cases them). */
-  readonly requests: ExportRequest[];
-  /** POST /v1/logs requests received, likewise. */
-  readonly logRequests: ExportRequest[];
-  /** Resolves with all spans once `predicate` holds for at least `count` of them; rejects after `timeoutMs`. */
-  waitForSpans(predicate: (span: ReceivedSpan) => boolean, count?: number, timeoutMs?: number): Promise<ReceivedSpan[]>;
-  /** Resolves with all log records once `predicate` holds for at least one of them; rejects after `timeoutMs`. */
-  waitForLogs(predicate: (record: ReceivedLogRecord) => boolean, timeoutMs?: number): Promise<ReceivedLogRecord[]>;
-  close(): Promise<void>;
-}
+export type OtlpReceiver = Awaited<ReturnType<typeof startOtlpReceiver>>;
 
 /** One export request, as received. */
 interface ExportRequest {
@@ -107,7 +58,7 @@ interface Signal<T> {
   fromProtobuf(body: Buffer): T[];
 }
 
-export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}): Promise<OtlpReceiver> {
+export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}) {
   const { port: wantedPort = 0, host = '127.0.0.1', errorStatus = 503, tls } = options;
   const spans: ReceivedSpan[] = [];
   const logs: ReceivedLogRecord[] = [];
@@ -152,28 +103,33 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
       },
       { timeout: timeoutMs, interval: 20 },
     );
-  const receiver: OtlpReceiver = {
+  const receiver = {
+    /** Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter appends /v1/traces or /v1/logs). */
     url: `${tls === undefined ? 'http' : 'https'}://${host.includes(':') ? `[${host}]` : host}:${port}`,
     mode,
+    /** Spans and log records decoded so far, in arrival order (in every mode: the request was received). */
     spans,
     logs,
+    /** POST /v1/traces and POST /v1/logs requests received. */
     requests,
     logRequests,
-    waitForSpans: (predicate, count = 1, timeoutMs = 10_000) =>
+    /** Resolves with all spans once `predicate` holds for at least `count` of them; rejects after `timeoutMs`. */
+    waitForSpans: (predicate: (span: ReceivedSpan) => boolean, count = 1, timeoutMs = 10_000): Promise<ReceivedSpan[]> =>
       waitFor(
         spans,
         () => spans.filter(predicate).length >= count,
         () => `fewer than ${count} matching spans; received: ${JSON.stringify(spans.map((s) => s.name))}`,
         timeoutMs,
       ),
-    waitForLogs: (predicate, timeoutMs = 10_000) =>
+    /** Resolves with all log records once `predicate` holds for at least one of them; rejects after `timeoutMs`. */
+    waitForLogs: (predicate: (record: ReceivedLogRecord) => boolean, timeoutMs = 10_000): Promise<ReceivedLogRecord[]> =>
       waitFor(
         logs,
         () => logs.some(predicate),
         () => `no matching log record; received: ${JSON.stringify(logs.map((l) => l.body))}`,
         timeoutMs,
       ),
-    close: async () => {
+    close: async (): Promise<void> => {
       // Hanging requests would keep close() waiting forever.
       server.closeAllConnections();
       server.close();
@@ -303,36 +259,45 @@ function protobufItems(body: Buffer): Array<{ item: Buffer; scope: string; resou
   });
 }
 
-function spansFromProtobuf(body: Buffer): ReceivedSpan[] {
+function spansFromProtobuf(body: Buffer) {
   return protobufItems(body).map(({ item: span, scope, resource }) => {
     const status = bytesOf(span, 15); // Status{message(2), code(3)}
     return {
+      /** Lower-case hex, as in a traceparent header and in the log lines. */
       traceId: bytesOf(span, 1).toString('hex'),
       spanId: bytesOf(span, 2).toString('hex'),
+      /** "" for a root span. */
       parentSpanId: bytesOf(span, 4).toString('hex'),
+      /** The W3C tracestate the span carries, "" for none. */
       traceState: bytesOf(span, 3).toString('utf8'),
       name: bytesOf(span, 5).toString('utf8'),
+      /** The name of the instrumentation scope that created the span, e.g. "@opentelemetry/instrumentation-http". */
       scope,
+      /** OTLP SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
       kind: Number(varintOf(span, 6)),
       attributes: protobufAttributes(span, 9),
+      /** Attributes the SDK discarded (span attribute count limit). */
       droppedAttributesCount: Number(varintOf(span, 10)),
+      /** OTLP StatusCode: 0 unset, 1 ok, 2 error. */
       status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
-      // Event{time_unix_nano(1), name(2), attributes(3)}
+      /** Event{time_unix_nano(1), name(2), attributes(3)}: an exception is `exception` with exception.type, .message and .stacktrace. */
       events: messages(span, 11).map((event) => ({ name: bytesOf(event, 2).toString('utf8'), attributes: protobufAttributes(event, 3) })),
       resource,
     };
   });
 }
 
-function logsFromProtobuf(body: Buffer): ReceivedLogRecord[] {
+function logsFromProtobuf(body: Buffer) {
   // LogRecord{severity_number(2), severity_text(3), body(5): AnyValue, attributes(6), trace_id(9), span_id(10)}
   return protobufItems(body).map(({ item: record, scope, resource }) => {
     const [bodyValue] = fields(bytesOf(record, 5));
     return {
+      /** Lower-case hex; "" when the record was emitted outside a span. */
       traceId: bytesOf(record, 9).toString('hex'),
       spanId: bytesOf(record, 10).toString('hex'),
       severityNumber: Number(varintOf(record, 2)),
       severityText: bytesOf(record, 3).toString('utf8'),
+      /** The body when it is a string (pino's `msg`), else null. */
       body: bodyValue?.number === 1 && 'bytes' in bodyValue ? bodyValue.bytes.toString('utf8') : null,
       scope,
       attributes: protobufAttributes(record, 6),

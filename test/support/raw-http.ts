@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import { vi } from 'vitest';
 
 /**
@@ -50,21 +50,11 @@ export function parseResponse(raw: string): ParsedResponse {
   return { status, headers, body: raw.slice(end + 4, end + 4 + length) };
 }
 
-export interface RawConnection {
-  readonly socket: Socket;
-  /** Everything the server has written so far. */
-  received(): string;
-  /** Resolves when the connection has closed (by either side, or by a reset). */
-  readonly closed: Promise<void>;
-  /** Resolves with what was received once `predicate` holds for it; rejects after `timeoutMs` or when the connection closes first. */
-  waitFor(predicate: (raw: string) => boolean, timeoutMs?: number): Promise<string>;
-}
-
 /**
  * A TCP connection to write a request in steps (part of a body, a pause, the rest) and watch
  * what comes back. EPIPE and resets are expected from a server that closes, and not errors.
  */
-export async function openRaw(port: number): Promise<RawConnection> {
+export async function openRaw(port: number) {
   const socket = connect(port, '127.0.0.1');
   socket.on('error', () => undefined);
   await once(socket, 'connect');
@@ -75,9 +65,12 @@ export async function openRaw(port: number): Promise<RawConnection> {
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   return {
     socket,
-    received: () => raw,
+    /** Everything the server has written so far. */
+    received: (): string => raw,
+    /** Resolves when the connection has closed (by either side, or by a reset). */
     closed,
-    waitFor: async (predicate, timeoutMs = 5000) => {
+    /** Resolves with what was received once `predicate` holds for it; rejects after `timeoutMs` or when the connection closes first. */
+    waitFor: async (predicate: (raw: string) => boolean, timeoutMs = 5000): Promise<string> => {
       // false: the connection closed without `predicate` holding; nothing more can arrive.
       const held = await vi.waitFor(
         () => {

@@ -5,7 +5,8 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { vi } from 'vitest';
+import { afterAll, beforeAll, onTestFinished, vi } from 'vitest';
+import { startOtlpReceiver, type OtlpReceiver } from './otlp-receiver';
 import { MAIN, ROOT, SRC } from './paths';
 
 /** package.json's version: what the built service reports as its version (log lines, resource, build info). */
@@ -32,30 +33,17 @@ export async function freePort(): Promise<number> {
   return port as number;
 }
 
-export interface ServiceProcess {
-  readonly child: ChildProcess;
-  readonly port: number;
-  readonly metricsPort: number;
-  readonly baseUrl: string;
-  readonly metricsUrl: string;
-  /** Every stdout line so far (see LogLine). */
-  logLines(): LogLine[];
-  /** Everything written on stdout so far, as written. */
-  stdout(): string;
-  stderr(): string;
-  /** Resolves with the exit code (or the signal name) when the process ends. */
-  readonly exited: Promise<number | string>;
-  /** Waits until a log line satisfies `predicate`, or fails after `timeoutMs`. */
-  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
-  stop(signal?: NodeJS.Signals): Promise<number | string>;
-}
+/** The resident set size of process `pid`, in MiB (Linux). */
+export const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+
+export type ServiceProcess = Awaited<ReturnType<typeof startService>>;
 
 /**
  * Spawns the built service as production starts it (`node dist/main.js`, with the Node running the
  * tests) on 127.0.0.1. `env` is added to a clean environment: OTEL_* from the caller's shell never
  * leak in. stdout goes to a pipe, or to the file descriptor given; stderr to a pipe.
  */
-export function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
+function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
   assertBuilt();
   return spawn(process.execPath, [MAIN], {
     cwd: ROOT,
@@ -102,7 +90,7 @@ export function exitWithin(exited: Promise<number | string>, timeoutMs: number):
  * answers. Given a file descriptor for stdout (e.g. /dev/null under heavy load), the test reads no
  * log lines.
  */
-export async function startService(env: Record<string, string> = {}, stdoutFd?: number): Promise<ServiceProcess> {
+export async function startService(env: Record<string, string> = {}, stdoutFd?: number) {
   const [apiFree, metricsFree] = await freePorts(2);
   const port = env.PORT !== undefined ? Number(env.PORT) : (apiFree as number);
   const metricsPort = env.METRICS_PORT !== undefined ? Number(env.METRICS_PORT) : (metricsFree as number);
@@ -136,18 +124,22 @@ export async function startService(env: Record<string, string> = {}, stdoutFd?: 
     return found;
   };
 
-  const service: ServiceProcess = {
+  const service = {
     child,
     port,
     metricsPort,
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
-    logLines: () => lines,
-    stdout: () => stdout,
-    stderr: () => stderr,
+    /** Every stdout line so far (see LogLine). */
+    logLines: (): LogLine[] => lines,
+    /** Everything written on stdout so far, as written. */
+    stdout: (): string => stdout,
+    stderr: (): string => stderr,
+    /** Resolves with the exit code (or the signal name) when the process ends. */
     exited,
+    /** Waits until a log line satisfies `predicate`, or fails after `timeoutMs`. */
     waitForLog,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+    async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | string> {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
     },
@@ -160,6 +152,33 @@ export async function startService(env: Record<string, string> = {}, stdoutFd?: 
     throw error;
   }
   return service;
+}
+
+/** startService for the test that calls it: killed once the test has finished. */
+export async function serviceForTest(env: Record<string, string> = {}, stdoutFd?: number): Promise<ServiceProcess> {
+  const svc = await startService(env, stdoutFd);
+  onTestFinished(async () => {
+    await svc.stop('SIGKILL');
+  });
+  return svc;
+}
+
+/**
+ * A receiver, and a service exporting its spans to it every 200 ms with `env` added, started for the
+ * tests of the describe block that calls it (filled in before them).
+ */
+export function exportingServiceForSuite(env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } {
+  const shared: { collector?: OtlpReceiver; svc?: ServiceProcess } = {};
+  beforeAll(async () => {
+    shared.collector = await startOtlpReceiver('ok');
+    shared.svc = await startService({ OTEL_EXPORTER_OTLP_ENDPOINT: shared.collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', ...env });
+  });
+  // What beforeAll could not start is not stopped.
+  afterAll(async () => {
+    await shared.svc?.stop('SIGKILL');
+    await shared.collector?.close();
+  });
+  return shared as { collector: OtlpReceiver; svc: ServiceProcess };
 }
 
 /** Runs the entry point to completion (for configurations that must stop it) and returns what it said. */
@@ -179,7 +198,7 @@ export async function runServiceToExit(env: Record<string, string>, timeoutMs = 
  * Waits until GET `baseUrl`/health answers 200, the one readiness signal whatever LOG_LEVEL says;
  * fails at once when `child` exits first, or after `timeoutMs`, with what it wrote on stderr.
  */
-export async function waitUntilHealthy(baseUrl: string, child: ChildProcess, stderr: () => string, timeoutMs = 10_000): Promise<void> {
+async function waitUntilHealthy(baseUrl: string, child: ChildProcess, stderr: () => string, timeoutMs = 10_000): Promise<void> {
   const healthy = await vi.waitFor(
     async () => {
       if (child.exitCode !== null) return false;
