@@ -1,11 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
-import { MAIN } from '../support/paths';
 import { startService, VERSION, type ServiceProcess } from '../support/service-process';
 import { PROMETHEUS_WAIT, startPrometheus, type Prometheus, type PromResponse, type RuleState, type Sample } from './prometheus';
 import { PROMETHEUS_INSTALL, interpolate, loadDashboard, parseRules, promTargets, renderRules, requireTool, run, type Dashboard } from './tools';
@@ -27,7 +26,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   let service: ServiceProcess | undefined;
   let prometheus: Prometheus | undefined;
   let receiver: OtlpReceiver | undefined;
-  let promUrl = '';
   let rulesFile = '';
   let trafficStarted = 0;
   const ids: number[] = [];
@@ -40,7 +38,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   const query = (expr: string) => api<{ resultType: string; result: Sample[] }>('/api/v1/query', { query: expr });
 
   beforeAll(async () => {
-    if (!existsSync(MAIN)) throw new Error('dist/main.js is missing: run `npm run build` first');
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
     // The chart's rules for a release named after the scrape job, in the scrape's namespace.
     rulesFile = join(dir, 'rules.yaml');
@@ -64,7 +61,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       },
       ['--enable-feature=exemplar-storage'],
     );
-    promUrl = prometheus.url;
     await vi.waitFor(
       async () => {
         const up = await query(`up{job="${JOB}"}`);
@@ -138,12 +134,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   });
 
   it('the dashboard variables find the service', async () => {
-    const values = async (label: string, match: string) =>
-      (
-        (await fetch(`${promUrl}/api/v1/label/${label}/values?${new URLSearchParams({ 'match[]': match }).toString()}`).then((r) => r.json())) as PromResponse<
-          string[]
-        >
-      ).data;
+    const values = async (label: string, match: string) => (await api<string[]>(`/api/v1/label/${label}/values`, { 'match[]': match })).data;
     expect(await values('job', 'product_service_build_info')).toEqual([JOB]);
     expect(await values('namespace', `product_service_build_info{job=~"${JOB}"}`)).toEqual([NAMESPACE]);
     expect(await values('pod', `product_service_build_info{job=~"${JOB}", namespace=~".*"}`)).toEqual([POD]);
@@ -154,13 +145,13 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   const targets = promTargets(dashboard);
   // Grafana escapes regex characters of the chosen values, and the backslash for the PromQL string.
   const escape = (value: string) => value.replace(/[.*+?^${}()|[\]\\]/g, '\\\\$&');
-  const variableSets = (): Array<[string, Record<string, string>]> => [
-    ['all pods', { job: JOB, namespace: NAMESPACE, pod: '.*', instance: '.*' }],
-    ['one pod', { job: JOB, namespace: NAMESPACE, pod: POD, instance: escape(`127.0.0.1:${service?.metricsPort}`) }],
-  ];
+  const allPods = { job: JOB, namespace: NAMESPACE, pod: '.*', instance: '.*' };
 
-  it.each(['all pods', 'one pod'])('every dashboard query is valid and returns data (variables: %s)', async (set) => {
-    const values = variableSets().find(([name]) => name === set)?.[1] ?? {};
+  it.each([
+    ['all pods', () => allPods],
+    ['one pod', () => ({ ...allPods, pod: POD, instance: escape(`127.0.0.1:${service?.metricsPort}`) })],
+  ])('every dashboard query is valid and returns data (variables: %s)', async (_set, variables) => {
+    const values = variables();
     const empty: string[] = [];
     for (const { panel, target, expr } of targets) {
       const promql = interpolate(expr, values, '1m');
@@ -180,11 +171,10 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   });
 
   it('the queue-time panel shows the wait a trusted proxy reported', async () => {
-    const values = variableSets()[0]?.[1] ?? {};
     const queued = targets.filter(({ expr }) => expr.includes('product_service_http_request_queue_seconds_bucket'));
     expect(queued.length).toBeGreaterThan(0);
     for (const { expr } of queued) {
-      const seconds = Number((await query(interpolate(expr, values, '1m'))).data.result[0]?.value[1]);
+      const seconds = Number((await query(interpolate(expr, allPods, '1m'))).data.result[0]?.value[1]);
       // At least the 5 ms the header claims; well under a second on a machine this size.
       expect(seconds, expr).toBeGreaterThanOrEqual(0.004);
       expect(seconds, expr).toBeLessThan(1);
@@ -192,10 +182,9 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   });
 
   it('the annotation queries are valid; the deploy marker shows the build that started', async () => {
-    const values = variableSets()[0]?.[1] ?? {};
     const results = new Map<string, Sample[]>();
     for (const annotation of dashboard.annotations.list.filter((a) => a.expr !== undefined)) {
-      const result = await query(interpolate(annotation.expr ?? '', values, '1m'));
+      const result = await query(interpolate(annotation.expr ?? '', allPods, '1m'));
       expect(result.status, `${annotation.name}: ${result.error ?? ''}`).toBe('success');
       results.set(annotation.name, result.data.result);
     }
@@ -206,13 +195,12 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   });
 
   it('the latency panels have exemplars whose trace ids reach the trace backend and the logs', async () => {
-    const values = variableSets()[0]?.[1] ?? {};
     const exemplarTargets = targets.filter(({ target }) => target.exemplar === true);
     expect(exemplarTargets.length).toBeGreaterThanOrEqual(3);
     const traceIds = new Set<string>();
     for (const { panel, expr } of exemplarTargets) {
       const result = await api<Array<{ exemplars: Array<{ labels: Record<string, string> }> }>>('/api/v1/query_exemplars', {
-        query: interpolate(expr, values, '1m'),
+        query: interpolate(expr, allPods, '1m'),
         start: String((trafficStarted - 60_000) / 1000),
         end: String(Date.now() / 1000),
       });

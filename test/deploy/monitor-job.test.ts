@@ -22,25 +22,17 @@ const NAMESPACE = 'shop';
 const JOB = 'products-product-service';
 const RULES = ['--set', 'monitoring.prometheusRule.enabled=true'];
 
-/** The Prometheus relabel_config the operator writes for a monitor's relabeling (generateRelabelConfig). */
-function toPrometheus(relabeling: IRelabelConfig): Record<string, unknown> {
-  const keys: Record<string, string> = {
-    sourceLabels: 'source_labels',
-    separator: 'separator',
-    targetLabel: 'target_label',
-    regex: 'regex',
-    modulus: 'modulus',
-    replacement: 'replacement',
-    action: 'action',
-  };
-  return Object.fromEntries(
-    Object.entries(relabeling).map(([key, value]) => {
-      const name = keys[key];
-      if (name === undefined) throw new Error(`relabeling field ${key} is not translated`);
-      return [name, key === 'action' ? String(value).toLowerCase() : value];
-    }),
+/**
+ * The Prometheus relabel_config the operator writes for a monitor's relabeling (generateRelabelConfig):
+ * the same fields in snake case (a field Prometheus does not know fails promtool check config), the action in lower case.
+ */
+const toPrometheus = (relabeling: IRelabelConfig): Record<string, unknown> =>
+  Object.fromEntries(
+    Object.entries(relabeling).map(([key, value]) => [
+      key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`),
+      key === 'action' ? String(value).toLowerCase() : value,
+    ]),
   );
-}
 
 interface Target {
   /** What Kubernetes service discovery would set on the target. */

@@ -53,14 +53,12 @@ export function requireTool(name: string, install: string): string {
 
 export const PROMETHEUS_INSTALL = 'sh scripts/ci/install-prometheus.sh (as root)';
 
-export interface RunResult {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs a command to completion; the output is returned so that a failing assertion shows it. */
-export function run(command: string, args: string[], options: { cwd?: string; input?: string; timeoutMs?: number } = {}): RunResult {
+export function run(
+  command: string,
+  args: string[],
+  options: { cwd?: string; input?: string; timeoutMs?: number } = {},
+): { status: number | null; stdout: string; stderr: string } {
   const result = spawnSync(command, args, {
     cwd: options.cwd ?? ROOT,
     input: options.input,
