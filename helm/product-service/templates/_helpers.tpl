@@ -247,11 +247,6 @@ Usage: include "product-service.checkResources" (list "resources" .Values.resour
 {{- end }}
 {{- end }}
 
-{{/* Pod security context shared by the Deployment and the helm test pod. */}}
-{{- define "product-service.podSecurityContext" -}}
-{{- toYaml .Values.podSecurityContext }}
-{{- end }}
-
 {{/*
 The Prometheus job of the release's metrics: the release's full name, which the chart's
 ServiceMonitor and PodMonitor set explicitly. The alert rules and the dashboard select it with the
@@ -527,6 +522,19 @@ WARNING: {{ . }} is set in plain text in extraEnv: anyone who can read the Deplo
 {{- if and $headers $clear }}
 WARNING: the OTLP headers ({{ join ", " $headers }}) are sent in clear text to {{ join ", " $clear }}. Use an https:// endpoint, unless a mesh encrypts that hop.
 {{- end }}
+{{- end }}
+
+{{/* The egress rule for DNS (port 53, to networkPolicy.dnsTo or anywhere): an item of a NetworkPolicy's egress list. */}}
+{{- define "product-service.dnsEgress" -}}
+- ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+  {{- with .Values.networkPolicy.dnsTo }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 
 {{/*
