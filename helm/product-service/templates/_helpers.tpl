@@ -385,22 +385,12 @@ SIGURG
 - name: NODE_OPTIONS
   value: {{ include "product-service.nodeOptions" . | quote }}
 {{- /* Downward API, for the OpenTelemetry resource (k8s.* semantic conventions). */}}
-- name: K8S_POD_NAME
+{{- range list "K8S_POD_NAME=metadata.name" "K8S_POD_UID=metadata.uid" "K8S_NAMESPACE_NAME=metadata.namespace" "K8S_NODE_NAME=spec.nodeName" }}
+- name: {{ first (splitList "=" .) }}
   valueFrom:
     fieldRef:
-      fieldPath: metadata.name
-- name: K8S_POD_UID
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.uid
-- name: K8S_NAMESPACE_NAME
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.namespace
-- name: K8S_NODE_NAME
-  valueFrom:
-    fieldRef:
-      fieldPath: spec.nodeName
+      fieldPath: {{ last (splitList "=" .) }}
+{{- end }}
 - name: OTEL_SERVICE_NAME
   value: {{ default (include "product-service.name" .) .Values.otel.serviceName | quote }}
 {{- $attrs := list "k8s.pod.name=$(K8S_POD_NAME)" "k8s.pod.uid=$(K8S_POD_UID)" "k8s.namespace.name=$(K8S_NAMESPACE_NAME)" "k8s.node.name=$(K8S_NODE_NAME)" (printf "k8s.deployment.name=%s" (include "product-service.fullname" .)) (printf "k8s.container.name=%s" .Chart.Name) }}
@@ -422,21 +412,12 @@ SIGURG
       name: {{ . | quote }}
       key: {{ $.Values.otel.headersSecret.key | quote }}
 {{- end }}
-{{- with .Values.otel.protocol }}
-- name: OTEL_EXPORTER_OTLP_PROTOCOL
+{{- $otel := .Values.otel }}
+{{- range $pair := list (list "OTEL_EXPORTER_OTLP_PROTOCOL" $otel.protocol) (list "OTEL_TRACES_SAMPLER" $otel.sampler) (list "OTEL_TRACES_SAMPLER_ARG" $otel.samplerArg) (list "OTEL_PROPAGATORS" $otel.propagators) }}
+{{- with last $pair }}
+- name: {{ first $pair }}
   value: {{ . | quote }}
 {{- end }}
-{{- with .Values.otel.sampler }}
-- name: OTEL_TRACES_SAMPLER
-  value: {{ . | quote }}
-{{- end }}
-{{- with .Values.otel.samplerArg }}
-- name: OTEL_TRACES_SAMPLER_ARG
-  value: {{ . | quote }}
-{{- end }}
-{{- with .Values.otel.propagators }}
-- name: OTEL_PROPAGATORS
-  value: {{ . | quote }}
 {{- end }}
 {{- /* Game-day faults: rendered only when set (null is unset; 0 is a valid "none"). */}}
 {{- if not (kindIs "invalid" .Values.faults.errorRatio) }}
