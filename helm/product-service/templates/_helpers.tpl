@@ -54,21 +54,30 @@ app.kubernetes.io/part-of: product-service
 {{- end }}
 
 {{/*
-Labels on every object: the chart's, then commonLabels, then the selector labels, which no value
+Labels on every object: the chart's, then commonLabels, then the object's own extra labels
+(podLabels, a monitor's labels, the metrics component), then the selector labels, which no value
 overrides (a pod that lost them would leave its Deployment's selector, and the API refuses that).
-*/}}
-{{- define "product-service.labels" -}}
-{{- include "product-service.labelsWith" (list . dict) }}
-{{- end }}
-
-{{/*
-The same with an object's own extra labels (podLabels, a monitor's labels, the metrics component),
-which win over commonLabels but not over the selector labels.
 Usage: include "product-service.labelsWith" (list . $extra)
 */}}
 {{- define "product-service.labelsWith" -}}
 {{- $ctx := index . 0 }}
 {{- include "product-service.mergeLabels" (list (include "product-service.chartLabels" $ctx | fromYaml) $ctx.Values.commonLabels (index . 1) (include "product-service.selectorLabels" $ctx | fromYaml)) }}
+{{- end }}
+
+{{/*
+An object's metadata: its name (default the full name), the release namespace, its labels
+(labelsWith, with `labels` as its own) and its `annotations`, if any.
+Usage: include "product-service.metadata" (dict "ctx" . "labels" $labels "annotations" $annotations "name" $name)
+*/}}
+{{- define "product-service.metadata" -}}
+name: {{ .name | default (include "product-service.fullname" .ctx) }}
+namespace: {{ .ctx.Release.Namespace }}
+labels:
+  {{- include "product-service.labelsWith" (list .ctx .labels) | nindent 2 }}
+{{- with .annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/*
