@@ -65,13 +65,13 @@ Usage: include "product-service.labelsWith" (list . $extra)
 {{- end }}
 
 {{/*
-An object's metadata: its name (default the full name), the release namespace, its labels
-(labelsWith, with `labels` as its own) and its `annotations`, if any.
-Usage: include "product-service.metadata" (dict "ctx" . "labels" $labels "annotations" $annotations "name" $name)
+An object's metadata: its name (default the full name), namespace (default the release's), labels
+(labelsWith, with `labels` as its own) and `annotations`, if any.
+Usage: include "product-service.metadata" (dict "ctx" . "labels" $labels "annotations" $annotations "name" $name "namespace" $namespace)
 */}}
 {{- define "product-service.metadata" -}}
 name: {{ .name | default (include "product-service.fullname" .ctx) }}
-namespace: {{ .ctx.Release.Namespace }}
+namespace: {{ .namespace | default .ctx.Release.Namespace }}
 labels:
   {{- include "product-service.labelsWith" (list .ctx .labels) | nindent 2 }}
 {{- with .annotations }}
