@@ -54,21 +54,30 @@ app.kubernetes.io/part-of: product-service
 {{- end }}
 
 {{/*
-Labels on every object: the chart's, then commonLabels, then the selector labels, which no value
+Labels on every object: the chart's, then commonLabels, then the object's own extra labels
+(podLabels, a monitor's labels, the metrics component), then the selector labels, which no value
 overrides (a pod that lost them would leave its Deployment's selector, and the API refuses that).
-*/}}
-{{- define "product-service.labels" -}}
-{{- include "product-service.labelsWith" (list . dict) }}
-{{- end }}
-
-{{/*
-The same with an object's own extra labels (podLabels, a monitor's labels, the metrics component),
-which win over commonLabels but not over the selector labels.
 Usage: include "product-service.labelsWith" (list . $extra)
 */}}
 {{- define "product-service.labelsWith" -}}
 {{- $ctx := index . 0 }}
 {{- include "product-service.mergeLabels" (list (include "product-service.chartLabels" $ctx | fromYaml) $ctx.Values.commonLabels (index . 1) (include "product-service.selectorLabels" $ctx | fromYaml)) }}
+{{- end }}
+
+{{/*
+An object's metadata: its name (default the full name), namespace (default the release's), labels
+(labelsWith, with `labels` as its own) and `annotations`, if any.
+Usage: include "product-service.metadata" (dict "ctx" . "labels" $labels "annotations" $annotations "name" $name "namespace" $namespace)
+*/}}
+{{- define "product-service.metadata" -}}
+name: {{ .name | default (include "product-service.fullname" .ctx) }}
+namespace: {{ .namespace | default .ctx.Release.Namespace }}
+labels:
+  {{- include "product-service.labelsWith" (list .ctx .labels) | nindent 2 }}
+{{- with .annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -247,11 +256,6 @@ Usage: include "product-service.checkResources" (list "resources" .Values.resour
 {{- end }}
 {{- end }}
 
-{{/* Pod security context shared by the Deployment and the helm test pod. */}}
-{{- define "product-service.podSecurityContext" -}}
-{{- toYaml .Values.podSecurityContext }}
-{{- end }}
-
 {{/*
 The Prometheus job of the release's metrics: the release's full name, which the chart's
 ServiceMonitor and PodMonitor set explicitly. The alert rules and the dashboard select it with the
@@ -390,22 +394,12 @@ SIGURG
 - name: NODE_OPTIONS
   value: {{ include "product-service.nodeOptions" . | quote }}
 {{- /* Downward API, for the OpenTelemetry resource (k8s.* semantic conventions). */}}
-- name: K8S_POD_NAME
+{{- range list "K8S_POD_NAME=metadata.name" "K8S_POD_UID=metadata.uid" "K8S_NAMESPACE_NAME=metadata.namespace" "K8S_NODE_NAME=spec.nodeName" }}
+- name: {{ first (splitList "=" .) }}
   valueFrom:
     fieldRef:
-      fieldPath: metadata.name
-- name: K8S_POD_UID
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.uid
-- name: K8S_NAMESPACE_NAME
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.namespace
-- name: K8S_NODE_NAME
-  valueFrom:
-    fieldRef:
-      fieldPath: spec.nodeName
+      fieldPath: {{ last (splitList "=" .) }}
+{{- end }}
 - name: OTEL_SERVICE_NAME
   value: {{ default (include "product-service.name" .) .Values.otel.serviceName | quote }}
 {{- $attrs := list "k8s.pod.name=$(K8S_POD_NAME)" "k8s.pod.uid=$(K8S_POD_UID)" "k8s.namespace.name=$(K8S_NAMESPACE_NAME)" "k8s.node.name=$(K8S_NODE_NAME)" (printf "k8s.deployment.name=%s" (include "product-service.fullname" .)) (printf "k8s.container.name=%s" .Chart.Name) }}
@@ -427,21 +421,12 @@ SIGURG
       name: {{ . | quote }}
       key: {{ $.Values.otel.headersSecret.key | quote }}
 {{- end }}
-{{- with .Values.otel.protocol }}
-- name: OTEL_EXPORTER_OTLP_PROTOCOL
+{{- $otel := .Values.otel }}
+{{- range $pair := list (list "OTEL_EXPORTER_OTLP_PROTOCOL" $otel.protocol) (list "OTEL_TRACES_SAMPLER" $otel.sampler) (list "OTEL_TRACES_SAMPLER_ARG" $otel.samplerArg) (list "OTEL_PROPAGATORS" $otel.propagators) }}
+{{- with last $pair }}
+- name: {{ first $pair }}
   value: {{ . | quote }}
 {{- end }}
-{{- with .Values.otel.sampler }}
-- name: OTEL_TRACES_SAMPLER
-  value: {{ . | quote }}
-{{- end }}
-{{- with .Values.otel.samplerArg }}
-- name: OTEL_TRACES_SAMPLER_ARG
-  value: {{ . | quote }}
-{{- end }}
-{{- with .Values.otel.propagators }}
-- name: OTEL_PROPAGATORS
-  value: {{ . | quote }}
 {{- end }}
 {{- /* Game-day faults: rendered only when set (null is unset; 0 is a valid "none"). */}}
 {{- if not (kindIs "invalid" .Values.faults.errorRatio) }}
@@ -527,6 +512,19 @@ WARNING: {{ . }} is set in plain text in extraEnv: anyone who can read the Deplo
 {{- if and $headers $clear }}
 WARNING: the OTLP headers ({{ join ", " $headers }}) are sent in clear text to {{ join ", " $clear }}. Use an https:// endpoint, unless a mesh encrypts that hop.
 {{- end }}
+{{- end }}
+
+{{/* The egress rule for DNS (port 53, to networkPolicy.dnsTo or anywhere): an item of a NetworkPolicy's egress list. */}}
+{{- define "product-service.dnsEgress" -}}
+- ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+  {{- with .Values.networkPolicy.dnsTo }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 
 {{/*
