@@ -57,14 +57,14 @@ export function parseConfig(env: Env): Config {
     logLevel: readLogLevel(env),
     bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
     maxConnections: readInteger(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 100_000),
-    shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
-    shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
+    shutdownDelayMs: readDecimal(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
+    shutdownTimeoutMs: readDecimal(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
     configRevision: readVariable(env, 'CONFIG_REVISION') ?? 'unknown',
     traceQueryParams: readQueryParams(env, 'TRACE_QUERY_PARAMS'),
     trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
-    faultErrorRatio: readRatio(env, 'FAULT_ERROR_RATIO'),
-    faultDelayMs: readSeconds(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
+    faultErrorRatio: readDecimal(env, 'FAULT_ERROR_RATIO', 0, 1, 'a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)'),
+    faultDelayMs: readDecimal(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
   };
 }
 
@@ -83,21 +83,11 @@ function readInteger(env: Env, name: string, fallback: number, min: number, max:
   return Number(value);
 }
 
-function readSeconds(env: Env, name: string, fallback: number, max: number): number {
+/** Seconds unless `allowed` says otherwise. */
+function readDecimal(env: Env, name: string, fallback: number, max: number, allowed = `a number of seconds from 0 to ${max} (e.g. 5 or 0.5)`): number {
   const value = readVariable(env, name);
   if (value === undefined) return fallback;
-  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > max) {
-    throw new ConfigError(name, value, `expected a number of seconds from 0 to ${max} (e.g. 5 or 0.5)`);
-  }
-  return Number(value);
-}
-
-function readRatio(env: Env, name: string): number {
-  const value = readVariable(env, name);
-  if (value === undefined) return 0;
-  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > 1) {
-    throw new ConfigError(name, value, 'expected a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)');
-  }
+  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > max) throw new ConfigError(name, value, `expected ${allowed}`);
   return Number(value);
 }
 

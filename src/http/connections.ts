@@ -53,12 +53,7 @@ const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
   505: 'http_version_not_supported',
 };
 
-const refusalReason = (status: number): RefusalReason => REFUSAL_BY_STATUS[status] ?? 'bad_request';
-
-export interface LingeringLimits {
-  maxMs: number;
-  maxBytes: number;
-}
+export type LingeringLimits = { [K in keyof typeof LINGERING_CLOSE]: number };
 
 /** A request (or connection) refused before the application sees it. */
 export interface Refusal {
@@ -72,14 +67,6 @@ export interface Refusal {
 }
 
 export const REFUSAL_LOG_MESSAGE = 'refused a request before the application';
-
-interface ConnectionGuard {
-  /** False, the connection closed, past the pipelining bound. */
-  admit(req: IncomingMessage): boolean;
-  /** Through the response when there is one, so Node keeps it in order behind earlier pipelined answers. */
-  refuse(target: ServerResponse | Duplex, refusal: Refusal): void;
-  awaitContinue(res: ServerResponse): void;
-}
 
 export interface ConnectionGuardOptions {
   logger: Logger;
@@ -103,7 +90,7 @@ function stateOf(socket: Duplex): ConnectionState | undefined {
   return (socket as GuardedSocket)[STATE];
 }
 
-export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
+export function guardConnections(server: Server, options: ConnectionGuardOptions) {
   const { logger } = options;
   const lingering = options.lingeringClose ?? LINGERING_CLOSE;
 
@@ -121,9 +108,10 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     return turn;
   };
 
+  // Through the response when there is one, so Node keeps it in order behind earlier pipelined answers.
   const refuse = (target: ServerResponse | Duplex, refusal: Refusal): void => {
     const { status, detail, code, inApplication } = refusal;
-    if (inApplication !== true) options.metrics?.countRefusedRequest(status === undefined ? 'pipelining_limit' : refusalReason(status));
+    if (inApplication !== true) options.metrics?.countRefusedRequest(status === undefined ? 'pipelining_limit' : (REFUSAL_BY_STATUS[status] ?? 'bad_request'));
     if (status === undefined) {
       logger.warn({ detail, code }, REFUSAL_LOG_MESSAGE);
       (target instanceof ServerResponse ? target.req.socket : target).destroy();
@@ -187,7 +175,8 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   });
 
   return {
-    admit(req) {
+    /** False, the connection closed, past the pipelining bound. */
+    admit(req: IncomingMessage): boolean {
       const state = stateOf(req.socket);
       if (state === undefined) return true;
       const now = currentTurn();
@@ -204,7 +193,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       return false;
     },
     refuse,
-    awaitContinue(res) {
+    awaitContinue(res: ServerResponse): void {
       const state = stateOf(res.req.socket);
       if (state !== undefined) state.awaitingContinue = res;
     },

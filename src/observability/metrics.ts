@@ -91,7 +91,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [registry],
   }).set({ version: options.service.version, revision: options.service.revision, config: options.service.config, nodejs_version: process.version }, 1);
 
-  registerFaultMetrics(registry, options.faults);
+  registerFaultMetrics(registry, options.faults ?? { faultErrorRatio: 0, faultDelayMs: 0 });
   registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));
   if (options.processMetrics) {
     // The finest precision: the delay histogram reports the sampling interval, so an idle process reads about it.

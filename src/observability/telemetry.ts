@@ -149,10 +149,10 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   const auto = require('@opentelemetry/auto-instrumentations-node') as typeof import('@opentelemetry/auto-instrumentations-node');
   const { defaultResource, resourceFromAttributes } = require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
   const metricsSdk = require('@opentelemetry/sdk-metrics') as typeof import('@opentelemetry/sdk-metrics');
+  const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
   /* eslint-enable @typescript-eslint/no-require-imports */
 
   // The SDK's diagnostics would go partly to stdout, breaking the JSON log stream.
-  const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core'); // eslint-disable-line @typescript-eslint/no-require-imports
   api.diag.setLogger(stderrDiagLogger(), { logLevel: diagLogLevelFromString(env.OTEL_LOG_LEVEL), suppressOverrideMessage: true });
 
   const service = packageInfo();
@@ -237,14 +237,10 @@ async function readSpanPipeline(reader: MetricReader): Promise<SpanPipelineCount
           const attribute = point.attributes['error.type'];
           const errorType = typeof attribute === 'string' ? attribute : '';
           processed.set(errorType, (processed.get(errorType) ?? 0) + value);
-          seen = true;
-        } else if (name === 'otel.sdk.processor.span.queue.size') {
-          queueSize += value;
-          seen = true;
-        } else if (name === 'otel.sdk.processor.span.queue.capacity') {
-          queueCapacity += value;
-          seen = true;
-        }
+        } else if (name === 'otel.sdk.processor.span.queue.size') queueSize += value;
+        else if (name === 'otel.sdk.processor.span.queue.capacity') queueCapacity += value;
+        else continue;
+        seen = true;
       }
     }
   }
