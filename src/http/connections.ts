@@ -159,12 +159,9 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   server.on('clientError', (error: ParserError, socket: Duplex) => {
     // Already answered and closing: the lingering close ends it.
     if (socket.writableEnded && error.code !== 'ECONNRESET') return;
-    if (error.code === 'ECONNRESET' || error.code === 'HPE_INVALID_EOF_STATE') {
-      socket.destroy();
-      return;
-    }
-    // Node's own rule: write nothing if the peer is gone or a response has already begun on this socket.
-    if (!socket.writable || currentResponse(socket)?.headersSent === true) {
+    // Besides a reset or a cut-off request, Node's own rule: write nothing if the peer is gone or a response has already begun on this socket.
+    const unanswerable = error.code === 'ECONNRESET' || error.code === 'HPE_INVALID_EOF_STATE' || !socket.writable;
+    if (unanswerable || currentResponse(socket)?.headersSent === true) {
       socket.destroy();
       return;
     }

@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import { BlockList, isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
@@ -7,6 +6,7 @@ import type { AddressRange } from '../config';
 import { registerFaultMetrics, type Faults } from '../http/faults';
 import { REFUSAL_REASONS, type RefusalReason } from '../http/connections';
 import type { ServiceInfo } from '../service-info';
+import { fromTrustedProxy } from './span-attributes';
 import type { Telemetry } from './telemetry';
 
 /** A fixed route label for unmatched requests: the raw path would make a series per path. */
@@ -136,12 +136,10 @@ const MAX_QUEUE_MS = 3_600_000;
  */
 function requestQueuedMs(trustedProxies: readonly AddressRange[]): (req: IncomingMessage) => number | undefined {
   if (trustedProxies.length === 0) return () => undefined;
-  const trusted = new BlockList();
-  for (const { address, prefix, family } of trustedProxies) trusted.addSubnet(address, prefix, family);
+  const trusted = fromTrustedProxy(trustedProxies);
   return (req) => {
     const header = req.headers['x-request-start'];
-    const peer = req.socket.remoteAddress;
-    if (typeof header !== 'string' || peer === undefined || !trusted.check(peer, isIP(peer) === 6 ? 'ipv6' : 'ipv4')) return undefined;
+    if (typeof header !== 'string' || !trusted(req)) return undefined;
     const match = /^(?:t=)?(\d{1,19}(?:\.\d{1,9})?)$/.exec(header.trim());
     if (match === null) return undefined;
     const value = Number(match[1]);
@@ -161,35 +159,31 @@ function registerSpanPipelineMetrics(registry: Registry<RegistryContentType>, re
     latest ??= read().finally(() => setImmediate(() => (latest = undefined)));
     return latest;
   };
-  new Counter({
-    name: 'otel_sdk_processor_span_processed_total',
-    help: 'Spans the batch span processor finished with; error_type="queue_full" counts spans dropped because the export queue was full, other error types spans whose export failed.',
-    labelNames: ['error_type'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      this.inc(0);
-      this.inc({ error_type: 'queue_full' }, 0);
-      for (const [errorType, value] of (await counts())?.processed ?? []) {
-        if (errorType === '') this.inc(value);
-        else this.inc({ error_type: errorType }, value);
-      }
-    },
-  });
-  new Counter({
-    name: 'otel_sdk_exporter_span_exported_total',
-    help: 'Spans the OTLP exporter tried to send; error_type is set on spans whose export failed.',
-    labelNames: ['error_type'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      this.inc(0);
-      for (const [errorType, value] of (await counts())?.processed ?? []) {
-        if (errorType === '') this.inc(value);
-        else if (errorType !== 'queue_full') this.inc({ error_type: errorType }, value);
-      }
-    },
-  });
+  // Spans dropped as queue_full never reached the exporter.
+  for (const [name, help, queueFull] of [
+    [
+      'otel_sdk_processor_span_processed_total',
+      'Spans the batch span processor finished with; error_type="queue_full" counts spans dropped because the export queue was full, other error types spans whose export failed.',
+      true,
+    ],
+    ['otel_sdk_exporter_span_exported_total', 'Spans the OTLP exporter tried to send; error_type is set on spans whose export failed.', false],
+  ] as const) {
+    new Counter({
+      name,
+      help,
+      labelNames: ['error_type'] as const,
+      registers: [registry],
+      async collect() {
+        this.reset();
+        this.inc(0);
+        if (queueFull) this.inc({ error_type: 'queue_full' }, 0);
+        for (const [errorType, value] of (await counts())?.processed ?? []) {
+          if (errorType === '') this.inc(value);
+          else if (queueFull || errorType !== 'queue_full') this.inc({ error_type: errorType }, value);
+        }
+      },
+    });
+  }
   new Gauge({
     name: 'otel_sdk_processor_span_queue_size',
     help: 'Finished spans waiting in the export queue.',
