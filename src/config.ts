@@ -2,22 +2,7 @@ import { BlockList, isIP } from 'node:net';
 import bytes from 'bytes';
 
 /** Everything the service reads from its environment, parsed and checked once at start-up. */
-export interface Config {
-  readonly port: number;
-  readonly host: string;
-  readonly metricsPort: number;
-  readonly logLevel: LogLevel;
-  readonly bodyLimit: number;
-  readonly maxConnections: number;
-  readonly shutdownDelayMs: number;
-  readonly shutdownTimeoutMs: number;
-  readonly buildRevision: string;
-  readonly configRevision: string;
-  readonly traceQueryParams: readonly string[];
-  readonly trustedProxies: readonly AddressRange[];
-  readonly faultErrorRatio: number;
-  readonly faultDelayMs: number;
-}
+export type Config = Readonly<ReturnType<typeof parseConfig>>;
 
 export interface AddressRange {
   readonly address: string;
@@ -43,7 +28,7 @@ export class ConfigError extends Error {
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-export function parseConfig(env: Env): Config {
+export function parseConfig(env: Env) {
   const port = readInteger(env, 'PORT', 8080, 0, 65535);
   const metricsPort = readInteger(env, 'METRICS_PORT', 9464, 0, 65535);
   // Two listeners on one port would make the second fail at bind time with a less helpful error.
@@ -126,7 +111,7 @@ function readList(env: Env, name: string): string[] {
   return (readVariable(env, name)?.split(',') ?? []).map((entry) => entry.trim());
 }
 
-function readQueryParams(env: Env, name: string): string[] {
+function readQueryParams(env: Env, name: string): readonly string[] {
   const names = readList(env, name);
   if (names.some((param) => !/^[A-Za-z0-9._~[\]-]+$/.test(param))) {
     throw new ConfigError(
@@ -138,7 +123,7 @@ function readQueryParams(env: Env, name: string): string[] {
   return names;
 }
 
-function readAddressRanges(env: Env, name: string): AddressRange[] {
+function readAddressRanges(env: Env, name: string): readonly AddressRange[] {
   return readList(env, name).map((entry) => {
     const [address = '', prefix, ...rest] = entry.split('/');
     const version = isIP(address);
