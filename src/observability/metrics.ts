@@ -20,17 +20,7 @@ const INITIAL_REQUEST_SERIES = [201, 500, 499].map((status) => ({ http_request_m
 
 const NO_EXEMPLAR = Object.freeze({});
 
-export interface Metrics {
-  readonly registry: Registry<RegistryContentType>;
-  countProductIdIssued(): void;
-  countLogLinesDropped(lines: number): void;
-  countRefusedRequest(reason: RefusalReason): void;
-  /** Starts the request's recorded duration, earlier by its queue time when a trusted proxy says it. */
-  requestReceived(req: IncomingMessage): void;
-  receivedAt(req: IncomingMessage): number | undefined;
-  observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void;
-  render(accept: string | undefined): Promise<{ contentType: string; body: string }>;
-}
+export type Metrics = Readonly<ReturnType<typeof createMetrics>>;
 
 export interface MetricsOptions {
   service: ServiceInfo;
@@ -41,7 +31,7 @@ export interface MetricsOptions {
   trustedProxies?: readonly AddressRange[];
 }
 
-export function createMetrics(options: MetricsOptions): Metrics {
+export function createMetrics(options: MetricsOptions) {
   const registry = new Registry<RegistryContentType>();
   // Exemplar-carrying metrics join only an OpenMetrics registry; render picks the format per scrape.
   registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
@@ -105,16 +95,17 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   return {
     registry,
-    countProductIdIssued: () => productIdsIssued.inc(),
-    countLogLinesDropped: (lines) => logLinesDropped.inc(lines),
-    countRefusedRequest: (reason) => refused.inc({ reason }),
-    requestReceived(req) {
+    countProductIdIssued: (): void => productIdsIssued.inc(),
+    countLogLinesDropped: (lines: number): void => logLinesDropped.inc(lines),
+    countRefusedRequest: (reason: RefusalReason): void => refused.inc({ reason }),
+    /** Starts the request's recorded duration, earlier by its queue time when a trusted proxy says it. */
+    requestReceived(req: IncomingMessage): void {
       const queued = queuedMs(req);
       if (queued !== undefined) queueDuration.observe(queued / 1000);
       received.set(req, performance.now() - (queued ?? 0));
     },
-    receivedAt: (req) => received.get(req),
-    observeRequest(method, route, status, seconds, traceId) {
+    receivedAt: (req: IncomingMessage): number | undefined => received.get(req),
+    observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void {
       requestDuration.observe({
         labels: { http_request_method: method, http_route: route, http_response_status_code: status },
         value: seconds,
@@ -235,10 +226,10 @@ function registerV8Metrics(registry: Registry<RegistryContentType>): void {
  * that turn joins it. Renders run one at a time and counter names are put back afterwards, since
  * prom-client strips "_total" in place for OpenMetrics. Upstream: https://github.com/prometheus/client_js/pull/829
  */
-function createRenderer(registry: Registry<RegistryContentType>): Metrics['render'] {
+function createRenderer(registry: Registry<RegistryContentType>): (accept: string | undefined) => Promise<{ contentType: string; body: string }> {
   const endOfTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
   let queue: Promise<unknown> = Promise.resolve();
-  const pending = new Map<boolean, ReturnType<Metrics['render']>>();
+  const pending = new Map<boolean, Promise<{ contentType: string; body: string }>>();
   return (accept) => {
     const openMetrics = accept !== undefined && accept.includes('application/openmetrics-text');
     const shared = pending.get(openMetrics);
