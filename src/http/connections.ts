@@ -32,7 +32,6 @@ export class ConnectionClosed extends Error {
   }
 }
 
-/** Why the API server turned a request (or a connection) away before the application saw it. */
 export const REFUSAL_REASONS = [
   'bad_request',
   'connect',
@@ -55,7 +54,6 @@ const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
 
 export type LingeringLimits = { [K in keyof typeof LINGERING_CLOSE]: number };
 
-/** A request (or connection) refused before the application sees it. */
 export interface Refusal {
   /** Undefined closes the connection without an answer. */
   readonly status: number | undefined;
