@@ -2,22 +2,7 @@ import { BlockList, isIP } from 'node:net';
 import bytes from 'bytes';
 
 /** Everything the service reads from its environment, parsed and checked once at start-up. */
-export interface Config {
-  readonly port: number;
-  readonly host: string;
-  readonly metricsPort: number;
-  readonly logLevel: LogLevel;
-  readonly bodyLimit: number;
-  readonly maxConnections: number;
-  readonly shutdownDelayMs: number;
-  readonly shutdownTimeoutMs: number;
-  readonly buildRevision: string;
-  readonly configRevision: string;
-  readonly traceQueryParams: readonly string[];
-  readonly trustedProxies: readonly AddressRange[];
-  readonly faultErrorRatio: number;
-  readonly faultDelayMs: number;
-}
+export type Config = Readonly<ReturnType<typeof parseConfig>>;
 
 export interface AddressRange {
   readonly address: string;
@@ -43,7 +28,7 @@ export class ConfigError extends Error {
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-export function parseConfig(env: Env): Config {
+export function parseConfig(env: Env) {
   const port = readInteger(env, 'PORT', 8080, 0, 65535);
   const metricsPort = readInteger(env, 'METRICS_PORT', 9464, 0, 65535);
   // Two listeners on one port would make the second fail at bind time with a less helpful error.
@@ -57,14 +42,14 @@ export function parseConfig(env: Env): Config {
     logLevel: readLogLevel(env),
     bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
     maxConnections: readInteger(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 100_000),
-    shutdownDelayMs: readSeconds(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
-    shutdownTimeoutMs: readSeconds(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
+    shutdownDelayMs: readDecimal(env, 'SHUTDOWN_DELAY', 0, 3600) * 1000,
+    shutdownTimeoutMs: readDecimal(env, 'SHUTDOWN_TIMEOUT', 25, 3600) * 1000,
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
     configRevision: readVariable(env, 'CONFIG_REVISION') ?? 'unknown',
     traceQueryParams: readQueryParams(env, 'TRACE_QUERY_PARAMS'),
     trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
-    faultErrorRatio: readRatio(env, 'FAULT_ERROR_RATIO'),
-    faultDelayMs: readSeconds(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
+    faultErrorRatio: readDecimal(env, 'FAULT_ERROR_RATIO', 0, 1, 'a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)'),
+    faultDelayMs: readDecimal(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
   };
 }
 
@@ -83,21 +68,11 @@ function readInteger(env: Env, name: string, fallback: number, min: number, max:
   return Number(value);
 }
 
-function readSeconds(env: Env, name: string, fallback: number, max: number): number {
+/** Seconds unless `allowed` says otherwise. */
+function readDecimal(env: Env, name: string, fallback: number, max: number, allowed = `a number of seconds from 0 to ${max} (e.g. 5 or 0.5)`): number {
   const value = readVariable(env, name);
   if (value === undefined) return fallback;
-  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > max) {
-    throw new ConfigError(name, value, `expected a number of seconds from 0 to ${max} (e.g. 5 or 0.5)`);
-  }
-  return Number(value);
-}
-
-function readRatio(env: Env, name: string): number {
-  const value = readVariable(env, name);
-  if (value === undefined) return 0;
-  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > 1) {
-    throw new ConfigError(name, value, 'expected a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)');
-  }
+  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) > max) throw new ConfigError(name, value, `expected ${allowed}`);
   return Number(value);
 }
 
@@ -136,7 +111,7 @@ function readList(env: Env, name: string): string[] {
   return (readVariable(env, name)?.split(',') ?? []).map((entry) => entry.trim());
 }
 
-function readQueryParams(env: Env, name: string): string[] {
+function readQueryParams(env: Env, name: string): readonly string[] {
   const names = readList(env, name);
   if (names.some((param) => !/^[A-Za-z0-9._~[\]-]+$/.test(param))) {
     throw new ConfigError(
@@ -148,7 +123,7 @@ function readQueryParams(env: Env, name: string): string[] {
   return names;
 }
 
-function readAddressRanges(env: Env, name: string): AddressRange[] {
+function readAddressRanges(env: Env, name: string): readonly AddressRange[] {
   return readList(env, name).map((entry) => {
     const [address = '', prefix, ...rest] = entry.split('/');
     const version = isIP(address);

@@ -23,14 +23,7 @@ export interface ServiceDependencies {
   serverOptions?: ServerOptions;
 }
 
-export interface Service {
-  readonly apiServer: Server;
-  readonly metricsServer: Server;
-  listen(): Promise<void>;
-  readonly incomingRequests: IncomingRequests;
-}
-
-export function createService(deps: ServiceDependencies): Service {
+export function createService(deps: ServiceDependencies) {
   const { config, logger, metrics } = deps;
   const router = createRouter({ config, metrics, issueProductId: deps.issueProductId });
   const handleRequest = createApp({ router, logger, metrics }).callback();
@@ -45,7 +38,7 @@ export function createService(deps: ServiceDependencies): Service {
   return {
     apiServer,
     metricsServer,
-    async listen() {
+    async listen(): Promise<void> {
       await listen(apiServer, config.port, config.host);
       await listen(metricsServer, config.metricsPort, config.host);
     },
@@ -58,7 +51,7 @@ export function createService(deps: ServiceDependencies): Service {
       }),
       traceContextTrusted: fromTrustedProxy(config.trustedProxies),
       failure: failureOf,
-    },
+    } satisfies IncomingRequests,
   };
 }
 

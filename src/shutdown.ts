@@ -46,18 +46,14 @@ export function installGracefulShutdown(options: ShutdownOptions): void {
   process.on('SIGINT', onSignal);
 }
 
-/** So that no connection is left idle behind a closed listener. */
-function closeConnectionAfterResponse(_req: IncomingMessage, res: ServerResponse): void {
-  res.setHeader('Connection', 'close');
-}
-
 async function gracefulShutdown(signal: NodeJS.Signals, options: ShutdownOptions): Promise<void> {
   const { apiServer, metricsServer, logger } = options;
   logger.info(
     { signal, delay_s: options.delayMs / 1000, timeout_s: options.timeoutMs / 1000 },
     'shutdown started: serving with Connection: close until the delay ends',
   );
-  apiServer.prependListener('request', closeConnectionAfterResponse);
+  // So that no connection is left idle behind a closed listener.
+  apiServer.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => res.setHeader('Connection', 'close'));
   await sleep(options.delayMs);
 
   logger.info('shutdown: listener closed, waiting for in-flight requests');

@@ -4,14 +4,8 @@ import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { answerProblems, recordRequests, routeOnServerSpan } from './middleware';
 
-export interface AppDependencies {
-  router: Router;
-  logger: Logger;
-  metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'>;
-}
-
 /** The Koa application: a request passes the middleware in this order, then the router. No globals. */
-export function createApp(deps: AppDependencies): Koa {
+export function createApp(deps: { router: Router; logger: Logger; metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'> }): Koa {
   const app = new Koa();
   app.use(recordRequests(deps.logger, deps.metrics));
   app.use(routeOnServerSpan());

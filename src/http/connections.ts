@@ -32,7 +32,6 @@ export class ConnectionClosed extends Error {
   }
 }
 
-/** Why the API server turned a request (or a connection) away before the application saw it. */
 export const REFUSAL_REASONS = [
   'bad_request',
   'connect',
@@ -53,14 +52,8 @@ const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
   505: 'http_version_not_supported',
 };
 
-const refusalReason = (status: number): RefusalReason => REFUSAL_BY_STATUS[status] ?? 'bad_request';
+export type LingeringLimits = { [K in keyof typeof LINGERING_CLOSE]: number };
 
-export interface LingeringLimits {
-  maxMs: number;
-  maxBytes: number;
-}
-
-/** A request (or connection) refused before the application sees it. */
 export interface Refusal {
   /** Undefined closes the connection without an answer. */
   readonly status: number | undefined;
@@ -72,14 +65,6 @@ export interface Refusal {
 }
 
 export const REFUSAL_LOG_MESSAGE = 'refused a request before the application';
-
-interface ConnectionGuard {
-  /** False, the connection closed, past the pipelining bound. */
-  admit(req: IncomingMessage): boolean;
-  /** Through the response when there is one, so Node keeps it in order behind earlier pipelined answers. */
-  refuse(target: ServerResponse | Duplex, refusal: Refusal): void;
-  awaitContinue(res: ServerResponse): void;
-}
 
 export interface ConnectionGuardOptions {
   logger: Logger;
@@ -103,7 +88,7 @@ function stateOf(socket: Duplex): ConnectionState | undefined {
   return (socket as GuardedSocket)[STATE];
 }
 
-export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
+export function guardConnections(server: Server, options: ConnectionGuardOptions) {
   const { logger } = options;
   const lingering = options.lingeringClose ?? LINGERING_CLOSE;
 
@@ -121,9 +106,10 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     return turn;
   };
 
+  // Through the response when there is one, so Node keeps it in order behind earlier pipelined answers.
   const refuse = (target: ServerResponse | Duplex, refusal: Refusal): void => {
     const { status, detail, code, inApplication } = refusal;
-    if (inApplication !== true) options.metrics?.countRefusedRequest(status === undefined ? 'pipelining_limit' : refusalReason(status));
+    if (inApplication !== true) options.metrics?.countRefusedRequest(status === undefined ? 'pipelining_limit' : (REFUSAL_BY_STATUS[status] ?? 'bad_request'));
     if (status === undefined) {
       logger.warn({ detail, code }, REFUSAL_LOG_MESSAGE);
       (target instanceof ServerResponse ? target.req.socket : target).destroy();
@@ -171,12 +157,9 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   server.on('clientError', (error: ParserError, socket: Duplex) => {
     // Already answered and closing: the lingering close ends it.
     if (socket.writableEnded && error.code !== 'ECONNRESET') return;
-    if (error.code === 'ECONNRESET' || error.code === 'HPE_INVALID_EOF_STATE') {
-      socket.destroy();
-      return;
-    }
-    // Node's own rule: write nothing if the peer is gone or a response has already begun on this socket.
-    if (!socket.writable || currentResponse(socket)?.headersSent === true) {
+    // Besides a reset or a cut-off request, Node's own rule: write nothing if the peer is gone or a response has already begun on this socket.
+    const unanswerable = error.code === 'ECONNRESET' || error.code === 'HPE_INVALID_EOF_STATE' || !socket.writable;
+    if (unanswerable || currentResponse(socket)?.headersSent === true) {
       socket.destroy();
       return;
     }
@@ -187,7 +170,8 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   });
 
   return {
-    admit(req) {
+    /** False, the connection closed, past the pipelining bound. */
+    admit(req: IncomingMessage): boolean {
       const state = stateOf(req.socket);
       if (state === undefined) return true;
       const now = currentTurn();
@@ -204,7 +188,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       return false;
     },
     refuse,
-    awaitContinue(res) {
+    awaitContinue(res: ServerResponse): void {
       const state = stateOf(res.req.socket);
       if (state !== undefined) state.awaitingContinue = res;
     },

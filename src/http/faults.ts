@@ -9,7 +9,6 @@ import type { Logger } from '../observability/logger';
 import { canAnswerOn, ConnectionClosed } from './connections';
 
 export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
-const NO_FAULTS: Faults = { faultErrorRatio: 0, faultDelayMs: 0 };
 
 class InjectedFault extends Error {
   constructor(errorRatio: number) {
@@ -18,12 +17,10 @@ class InjectedFault extends Error {
   }
 }
 
-type FaultInjector = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
-
 const faultsSet = (faults: Faults): boolean => faults.faultErrorRatio > 0 || faults.faultDelayMs > 0;
 
 /** Undefined when none is set: POST /product then runs exactly as without this module. */
-export function faultInjector(faults = NO_FAULTS): FaultInjector | undefined {
+export function faultInjector(faults: Faults): ((req: IncomingMessage, res: ServerResponse) => Promise<void>) | undefined {
   if (!faultsSet(faults)) return undefined;
   const { faultErrorRatio: errorRatio, faultDelayMs: delayMs } = faults;
   return async (req, res) => {
@@ -37,7 +34,7 @@ export function faultInjector(faults = NO_FAULTS): FaultInjector | undefined {
 }
 
 /** Shown so that a rehearsal is not taken for an incident; one gauge per unit, not a label mixing a ratio and seconds. */
-export function registerFaultMetrics(registry: Registry<RegistryContentType>, faults = NO_FAULTS): void {
+export function registerFaultMetrics(registry: Registry<RegistryContentType>, faults: Faults): void {
   new Gauge({
     name: 'product_service_fault_error_ratio',
     help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',

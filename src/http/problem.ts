@@ -14,14 +14,6 @@ interface ProblemDetails {
   trace_id?: string;
 }
 
-const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-
-function problem(status: number, detail?: string): ProblemDetails {
-  const body: ProblemDetails = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status };
-  if (detail !== undefined) body.detail = detail;
-  return body;
-}
-
 /** Anything else thrown becomes a 500. */
 export class HttpProblem extends Error {
   constructor(
@@ -41,11 +33,11 @@ export interface ProblemAnswer {
 }
 
 export function problemAnswer(status: number, detail?: string, extraHeaders: Readonly<Record<string, string>> = {}, traceResponse?: string): ProblemAnswer {
-  const details = problem(status, detail);
-  if (traceResponse !== undefined) details.trace_id = traceIdOf(traceResponse);
-  const body = JSON.stringify(details);
+  const trace_id = traceResponse === undefined ? undefined : traceIdOf(traceResponse);
+  // JSON.stringify leaves out the members that are undefined.
+  const body = JSON.stringify({ type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, detail, trace_id } satisfies ProblemDetails);
   const headers = {
-    'Content-Type': PROBLEM_CONTENT_TYPE,
+    'Content-Type': 'application/problem+json',
     'Content-Length': String(Buffer.byteLength(body)),
     ...SECURITY_HEADERS,
     ...(traceResponse === undefined ? {} : { [TRACE_RESPONSE]: traceResponse }),

@@ -4,7 +4,7 @@ import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { canAnswerOn, clientErrorDetail, guardConnections, type LingeringLimits, type Refusal } from './connections';
 import { requestTarget } from './request-target';
-import { setSecurityHeaders } from './security-headers';
+import { SECURITY_HEADERS } from './security-headers';
 
 /**
  * Keep-alive longer than common balancers' idle timeout, so that the balancer closes idle
@@ -59,7 +59,7 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
     const refusal = 'refused' in target ? { status: 400, detail: target.refused } : framingProblem(req);
     if (refusal !== undefined) return connections.refuse(res, refusal);
     if (!req.url?.startsWith('/') && 'path' in target) req.url = target.query === undefined ? target.path : `${target.path}?${target.query}`;
-    setSecurityHeaders(res);
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
     listener(req, res);
   }
 

@@ -1,17 +1,14 @@
 /**
- * The id every answer carries, so that a caller can quote the one request it made: W3C Trace
- * Context Level 2's `traceresponse` header (version-traceid-spanid-flags). With spans made (an
- * exporter set), it names the request's server span. Otherwise (no exporter, the chart's default;
- * a probe; a refusal before the span; OTEL_SDK_DISABLED) the trace id is a trusted proxy's when its
- * traceparent was read (telemetry.ts drops any other caller's), else random, and the span id random, unsampled. Its trace id is the
- * `trace_id` of the request's log lines and of its problem answer.
+ * The id every answer carries, so that a caller can quote its request: W3C Trace Context Level 2's
+ * `traceresponse`. It names the server span when spans are made (an exporter set); otherwise (no
+ * exporter, the chart's default; a probe; a refusal; OTEL_SDK_DISABLED) the trace id is a trusted
+ * proxy's traceparent's (telemetry.ts drops any other caller's) or random, the span id random, unsampled.
  */
 import { randomBytes } from 'node:crypto';
 import { isSpanContextValid, trace, TraceFlags } from '@opentelemetry/api';
 
 export const TRACE_RESPONSE = 'traceresponse';
 
-/** The traceresponse of the request being served. */
 export function traceResponse(): string {
   const span = trace.getActiveSpan()?.spanContext();
   const valid = span !== undefined && isSpanContextValid(span);
@@ -36,5 +33,4 @@ function randomIds(): string {
   return drawn.slice(next - 48, next);
 }
 
-/** The trace id of a traceresponse value. */
 export const traceIdOf = (traceResponseValue: string): string => traceResponseValue.slice(3, 35);

@@ -39,7 +39,9 @@ export function createLogger(options: LoggerOptions): Logger {
 function reportDroppedLines(stdout: SonicBoom, logger: Logger, onDroppedLines: ((lines: number) => void) | undefined): void {
   let unreported = 0;
   stdout.on('drop', (data: string | Buffer) => {
-    const lines = countLines(data);
+    let lines = 0;
+    for (let at = data.indexOf('\n'); at !== -1; at = data.indexOf('\n', at + 1)) lines += 1;
+    lines = Math.max(lines, 1);
     unreported += lines;
     onDroppedLines?.(lines);
   });
@@ -49,12 +51,6 @@ function reportDroppedLines(stdout: SonicBoom, logger: Logger, onDroppedLines: (
     unreported = 0;
     logger.warn({ dropped_lines: dropped }, 'log lines dropped while stdout was blocked');
   });
-}
-
-function countLines(data: string | Buffer): number {
-  let lines = 0;
-  for (let at = data.indexOf('\n'); at !== -1; at = data.indexOf('\n', at + 1)) lines += 1;
-  return Math.max(lines, 1);
 }
 
 /** pino's isoTime, formatted once per millisecond instead of once per line: under load many lines share one. */

@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import { BlockList, isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
@@ -7,6 +6,7 @@ import type { AddressRange } from '../config';
 import { registerFaultMetrics, type Faults } from '../http/faults';
 import { REFUSAL_REASONS, type RefusalReason } from '../http/connections';
 import type { ServiceInfo } from '../service-info';
+import { fromTrustedProxy } from './span-attributes';
 import type { Telemetry } from './telemetry';
 
 /** A fixed route label for unmatched requests: the raw path would make a series per path. */
@@ -20,17 +20,7 @@ const INITIAL_REQUEST_SERIES = [201, 500, 499].map((status) => ({ http_request_m
 
 const NO_EXEMPLAR = Object.freeze({});
 
-export interface Metrics {
-  readonly registry: Registry<RegistryContentType>;
-  countProductIdIssued(): void;
-  countLogLinesDropped(lines: number): void;
-  countRefusedRequest(reason: RefusalReason): void;
-  /** Starts the request's recorded duration, earlier by its queue time when a trusted proxy says it. */
-  requestReceived(req: IncomingMessage): void;
-  receivedAt(req: IncomingMessage): number | undefined;
-  observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void;
-  render(accept: string | undefined): Promise<{ contentType: string; body: string }>;
-}
+export type Metrics = Readonly<ReturnType<typeof createMetrics>>;
 
 export interface MetricsOptions {
   service: ServiceInfo;
@@ -41,7 +31,7 @@ export interface MetricsOptions {
   trustedProxies?: readonly AddressRange[];
 }
 
-export function createMetrics(options: MetricsOptions): Metrics {
+export function createMetrics(options: MetricsOptions) {
   const registry = new Registry<RegistryContentType>();
   // Exemplar-carrying metrics join only an OpenMetrics registry; render picks the format per scrape.
   registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
@@ -91,7 +81,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [registry],
   }).set({ version: options.service.version, revision: options.service.revision, config: options.service.config, nodejs_version: process.version }, 1);
 
-  registerFaultMetrics(registry, options.faults);
+  registerFaultMetrics(registry, options.faults ?? { faultErrorRatio: 0, faultDelayMs: 0 });
   registerSpanPipelineMetrics(registry, options.spanPipeline ?? (() => Promise.resolve(undefined)));
   if (options.processMetrics) {
     // The finest precision: the delay histogram reports the sampling interval, so an idle process reads about it.
@@ -105,16 +95,17 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   return {
     registry,
-    countProductIdIssued: () => productIdsIssued.inc(),
-    countLogLinesDropped: (lines) => logLinesDropped.inc(lines),
-    countRefusedRequest: (reason) => refused.inc({ reason }),
-    requestReceived(req) {
+    countProductIdIssued: (): void => productIdsIssued.inc(),
+    countLogLinesDropped: (lines: number): void => logLinesDropped.inc(lines),
+    countRefusedRequest: (reason: RefusalReason): void => refused.inc({ reason }),
+    /** Starts the request's recorded duration, earlier by its queue time when a trusted proxy says it. */
+    requestReceived(req: IncomingMessage): void {
       const queued = queuedMs(req);
       if (queued !== undefined) queueDuration.observe(queued / 1000);
       received.set(req, performance.now() - (queued ?? 0));
     },
-    receivedAt: (req) => received.get(req),
-    observeRequest(method, route, status, seconds, traceId) {
+    receivedAt: (req: IncomingMessage): number | undefined => received.get(req),
+    observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void {
       requestDuration.observe({
         labels: { http_request_method: method, http_route: route, http_response_status_code: status },
         value: seconds,
@@ -136,12 +127,10 @@ const MAX_QUEUE_MS = 3_600_000;
  */
 function requestQueuedMs(trustedProxies: readonly AddressRange[]): (req: IncomingMessage) => number | undefined {
   if (trustedProxies.length === 0) return () => undefined;
-  const trusted = new BlockList();
-  for (const { address, prefix, family } of trustedProxies) trusted.addSubnet(address, prefix, family);
+  const trusted = fromTrustedProxy(trustedProxies);
   return (req) => {
     const header = req.headers['x-request-start'];
-    const peer = req.socket.remoteAddress;
-    if (typeof header !== 'string' || peer === undefined || !trusted.check(peer, isIP(peer) === 6 ? 'ipv6' : 'ipv4')) return undefined;
+    if (typeof header !== 'string' || !trusted(req)) return undefined;
     const match = /^(?:t=)?(\d{1,19}(?:\.\d{1,9})?)$/.exec(header.trim());
     if (match === null) return undefined;
     const value = Number(match[1]);
@@ -161,35 +150,31 @@ function registerSpanPipelineMetrics(registry: Registry<RegistryContentType>, re
     latest ??= read().finally(() => setImmediate(() => (latest = undefined)));
     return latest;
   };
-  new Counter({
-    name: 'otel_sdk_processor_span_processed_total',
-    help: 'Spans the batch span processor finished with; error_type="queue_full" counts spans dropped because the export queue was full, other error types spans whose export failed.',
-    labelNames: ['error_type'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      this.inc(0);
-      this.inc({ error_type: 'queue_full' }, 0);
-      for (const [errorType, value] of (await counts())?.processed ?? []) {
-        if (errorType === '') this.inc(value);
-        else this.inc({ error_type: errorType }, value);
-      }
-    },
-  });
-  new Counter({
-    name: 'otel_sdk_exporter_span_exported_total',
-    help: 'Spans the OTLP exporter tried to send; error_type is set on spans whose export failed.',
-    labelNames: ['error_type'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      this.inc(0);
-      for (const [errorType, value] of (await counts())?.processed ?? []) {
-        if (errorType === '') this.inc(value);
-        else if (errorType !== 'queue_full') this.inc({ error_type: errorType }, value);
-      }
-    },
-  });
+  // Spans dropped as queue_full never reached the exporter.
+  for (const [name, help, queueFull] of [
+    [
+      'otel_sdk_processor_span_processed_total',
+      'Spans the batch span processor finished with; error_type="queue_full" counts spans dropped because the export queue was full, other error types spans whose export failed.',
+      true,
+    ],
+    ['otel_sdk_exporter_span_exported_total', 'Spans the OTLP exporter tried to send; error_type is set on spans whose export failed.', false],
+  ] as const) {
+    new Counter({
+      name,
+      help,
+      labelNames: ['error_type'] as const,
+      registers: [registry],
+      async collect() {
+        this.reset();
+        this.inc(0);
+        if (queueFull) this.inc({ error_type: 'queue_full' }, 0);
+        for (const [errorType, value] of (await counts())?.processed ?? []) {
+          if (errorType === '') this.inc(value);
+          else if (queueFull || errorType !== 'queue_full') this.inc({ error_type: errorType }, value);
+        }
+      },
+    });
+  }
   new Gauge({
     name: 'otel_sdk_processor_span_queue_size',
     help: 'Finished spans waiting in the export queue.',
@@ -241,10 +226,10 @@ function registerV8Metrics(registry: Registry<RegistryContentType>): void {
  * that turn joins it. Renders run one at a time and counter names are put back afterwards, since
  * prom-client strips "_total" in place for OpenMetrics. Upstream: https://github.com/prometheus/client_js/pull/829
  */
-function createRenderer(registry: Registry<RegistryContentType>): Metrics['render'] {
+function createRenderer(registry: Registry<RegistryContentType>): (accept: string | undefined) => Promise<{ contentType: string; body: string }> {
   const endOfTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
   let queue: Promise<unknown> = Promise.resolve();
-  const pending = new Map<boolean, ReturnType<Metrics['render']>>();
+  const pending = new Map<boolean, Promise<{ contentType: string; body: string }>>();
   return (accept) => {
     const openMetrics = accept !== undefined && accept.includes('application/openmetrics-text');
     const shared = pending.get(openMetrics);

@@ -19,8 +19,7 @@ export interface SpanAttributeRules {
 
 export function createSpanAttributes(rules: SpanAttributeRules): (request: IncomingMessage) => Attributes {
   const kept = new Set(rules.queryParams);
-  const trusted = rules.trustedProxies.length === 0 ? undefined : new BlockList();
-  for (const { address, prefix, family } of rules.trustedProxies) trusted?.addSubnet(address, prefix, family);
+  const trusted = blockListOf(rules.trustedProxies);
   return (request) => {
     const { socket } = request;
     const attributes: Attributes = {
@@ -75,8 +74,15 @@ function addressOf(entry: string): string | undefined {
   return withPort !== undefined && isIP(withPort) === 4 ? withPort : undefined;
 }
 
+/** Undefined when no proxy is trusted. */
+function blockListOf(ranges: readonly AddressRange[]): BlockList | undefined {
+  if (ranges.length === 0) return undefined;
+  const list = new BlockList();
+  for (const { address, prefix, family } of ranges) list.addSubnet(address, prefix, family);
+  return list;
+}
+
 export function fromTrustedProxy(ranges: readonly AddressRange[]): (request: IncomingMessage) => boolean {
-  const trusted = new BlockList();
-  for (const { address, prefix, family } of ranges) trusted.addSubnet(address, prefix, family);
-  return ({ socket }) => ranges.length > 0 && socket.remoteAddress !== undefined && isTrusted(trusted, socket.remoteAddress);
+  const trusted = blockListOf(ranges);
+  return ({ socket }) => trusted !== undefined && socket.remoteAddress !== undefined && isTrusted(trusted, socket.remoteAddress);
 }

@@ -77,16 +77,6 @@ function applyServiceDefaults(env: WritableEnv): void {
   }
 }
 
-/** NodeSDK would export to localhost:4318 when nothing is configured; here nothing is exported then. */
-function exportsTraces(env: WritableEnv): boolean {
-  return ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_EXPORTER'].some((name) => readVariable(env, name) !== undefined);
-}
-
-function exportsLogs(env: WritableEnv): boolean {
-  const exporters = (readVariable(env, 'OTEL_LOGS_EXPORTER') ?? '').split(',').map((name) => name.trim());
-  return exporters.some((name) => name !== '') && !exporters.includes('none');
-}
-
 /** The SDK drops all of OTEL_RESOURCE_ATTRIBUTES for one malformed entry, silently; here only that entry goes, said in one line. */
 function keepValidResourceAttributes(env: WritableEnv, warn: (message: string) => void): void {
   const raw = readVariable(env, 'OTEL_RESOURCE_ATTRIBUTES');
@@ -121,19 +111,12 @@ export function sdkDisabled(env: WritableEnv): boolean {
   return readVariable(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
 }
 
-/**
- * Whether an SDK that `NODE_OPTIONS=--require` loaded first (the OpenTelemetry Operator's injection)
- * registered a tracer provider; read from the global slot every 1.x API copy shares, whatever its version.
- */
-function tracerProviderRegistered(): boolean {
-  return (globalThis as Record<symbol, { trace?: unknown } | undefined>)[Symbol.for('opentelemetry.js.api.1')]?.trace !== undefined;
-}
-
 /** Starts the SDK (unless OTEL_SDK_DISABLED=true). Call once, before koa, pino or http are required. @public */
 export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   if (sdkDisabled(env)) return DISABLED;
-  // A second SDK would patch http again and fail to register: the one already running stays alone.
-  if (tracerProviderRegistered()) {
+  // An SDK that NODE_OPTIONS=--require loaded first (the OpenTelemetry Operator's injection) registered a tracer provider
+  // in the global slot every 1.x API copy shares: a second SDK would patch http again and fail to register, so it stays alone.
+  if ((globalThis as Record<symbol, { trace?: unknown } | undefined>)[Symbol.for('opentelemetry.js.api.1')]?.trace !== undefined) {
     const preloaded = [...(env.NODE_OPTIONS ?? '').matchAll(/(?:--require|-r)[= ]\s*(\S+)/g)].map((match) => match[1]).join(', ');
     process.stderr.write(
       `product-service: another OpenTelemetry SDK is running (NODE_OPTIONS requires ${preloaded || 'none'}; the OpenTelemetry Operator's injection does this): it alone traces, with its own settings, and this service's SDK is not started (no probe filtering, span attribute rules or trusted trace context)\n`,
@@ -149,10 +132,10 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   const auto = require('@opentelemetry/auto-instrumentations-node') as typeof import('@opentelemetry/auto-instrumentations-node');
   const { defaultResource, resourceFromAttributes } = require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
   const metricsSdk = require('@opentelemetry/sdk-metrics') as typeof import('@opentelemetry/sdk-metrics');
+  const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
   /* eslint-enable @typescript-eslint/no-require-imports */
 
   // The SDK's diagnostics would go partly to stdout, breaking the JSON log stream.
-  const { diagLogLevelFromString } = require('@opentelemetry/core') as typeof import('@opentelemetry/core'); // eslint-disable-line @typescript-eslint/no-require-imports
   api.diag.setLogger(stderrDiagLogger(), { logLevel: diagLogLevelFromString(env.OTEL_LOG_LEVEL), suppressOverrideMessage: true });
 
   const service = packageInfo();
@@ -170,8 +153,12 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
       : undefined;
   // Until the service describes its requests, none arrive: it does so before it listens.
   let incoming: IncomingRequests = { untraced: () => false, spanAttributes: () => ({}), traceContextTrusted: () => false, failure: () => undefined };
-  // Without an exporter the server span is a non-recording one that drops its attributes: none are computed.
-  const tracing = exportsTraces(env);
+  // NodeSDK would export to localhost:4318 when nothing is configured; here nothing is exported then. Without an exporter
+  // the server span is a non-recording one that drops its attributes: none are computed.
+  const tracing = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_EXPORTER'].some(
+    (name) => readVariable(env, name) !== undefined,
+  );
+  const logExporters = (readVariable(env, 'OTEL_LOGS_EXPORTER') ?? '').split(',').map((name) => name.trim());
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
@@ -190,7 +177,7 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
     // A span per Koa layer would repeat the server span, which gets its route from http/middleware.ts.
     // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- KoaLayerType's values; its package is not a direct dependency
     '@opentelemetry/instrumentation-koa': { ignoreLayersType: ['middleware', 'router'] as KoaLayerTypes },
-    '@opentelemetry/instrumentation-pino': { disableLogSending: !exportsLogs(env) },
+    '@opentelemetry/instrumentation-pino': { disableLogSending: !logExporters.some((name) => name !== '') || logExporters.includes('none') },
   });
 
   // NodeSDK's constructor replaces the stderr logger when it sees OTEL_LOG_LEVEL.
@@ -237,14 +224,10 @@ async function readSpanPipeline(reader: MetricReader): Promise<SpanPipelineCount
           const attribute = point.attributes['error.type'];
           const errorType = typeof attribute === 'string' ? attribute : '';
           processed.set(errorType, (processed.get(errorType) ?? 0) + value);
-          seen = true;
-        } else if (name === 'otel.sdk.processor.span.queue.size') {
-          queueSize += value;
-          seen = true;
-        } else if (name === 'otel.sdk.processor.span.queue.capacity') {
-          queueCapacity += value;
-          seen = true;
-        }
+        } else if (name === 'otel.sdk.processor.span.queue.size') queueSize += value;
+        else if (name === 'otel.sdk.processor.span.queue.capacity') queueCapacity += value;
+        else continue;
+        seen = true;
       }
     }
   }
