@@ -3,9 +3,9 @@
 // {sent, got, failures, rssMb?, details?}.
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cpuMicros, max, request, rssMb, withRssSampling } from '../lib.mjs';
+import { cpuMicros, max, metricSum, request, rssMb, withRssSampling } from '../lib.mjs';
 import { chunkedUpload, connected, parseResponses, rawCase, rawExchange, settleOnce, writeAllThenRead } from './clients.mjs';
-import { MB, countsText, health, metricSum, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
+import { MB, countsText, health, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
 
 /** 1. Framing that two parsers could read differently: the bytes after the first request must never be served. */
 export async function requestSmuggling(ctx) {
