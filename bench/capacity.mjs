@@ -527,7 +527,6 @@ function summarise(ramps, chart) {
     return {
       cpus,
       isRequest: chart.requestCpus !== undefined && Math.abs(cpus - chart.requestCpus) < 1e-9,
-      ramps: rs.length,
       capacity,
       capacityMin: min(rs.map((r) => r.capacity)),
       capacityMax: max(rs.map((r) => r.capacity)),

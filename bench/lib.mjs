@@ -222,13 +222,11 @@ export const logDir = path.join(RESULTS, 'logs.tmp');
 
 /**
  * Starts a configuration ({args, cwd, env, nodeArgs}) pinned to the server core on free ports and
- * waits for its first 200 on /health, polled every `everyMs` (refused connections come back at
- * once, so the start-up time is accurate to a few ms; it includes the exec of `taskset`). stdout
- * is `stdout` (a path, /dev/null by default, or a file descriptor), opened here as a file: not a
- * pipe this harness would have to drain, which would add back-pressure and our own CPU to the
- * measurement. stderr goes to `logs`/NAME.stderr. With `sampleRss`, VmRSS is sampled every 100 ms
- * until the exit (peakRssMb). With `allowExit`, a process that exits before it answers is returned
- * (configuration errors) instead of thrown.
+ * waits for its first 200 on /health, polled every `everyMs` (the start-up time includes the exec
+ * of `taskset`). stdout (a path, /dev/null by default, or a file descriptor) is a file, not a pipe
+ * this harness would have to drain (back-pressure and our own CPU in the measurement); stderr goes
+ * to `logs`/NAME.stderr. `sampleRss`: VmRSS every 100 ms until the exit (peakRssMb). `allowExit`: a
+ * process that exits before it answers (configuration errors) is returned, not thrown.
  */
 export async function startServer(name, config, { logs = logDir, stdout = '/dev/null', everyMs = 2, sampleRss = false, allowExit = false } = {}) {
   const [port, metricsPort] = await freePorts(2);
