@@ -163,10 +163,8 @@ function readChart(valuesFile) {
     deploymentName: deployment.metadata.name,
     namespace: deployment.metadata.namespace ?? 'default',
     env: container.env ?? [],
-    envFrom: container.envFrom ?? [],
     requestCpu: requests.cpu === undefined ? undefined : String(requests.cpu),
     requestCpus: requests.cpu === undefined ? undefined : cpuQuantity(requests.cpu),
-    limitCpu: limits.cpu === undefined ? undefined : String(limits.cpu),
     memoryLimit: String(limits.memory),
     memoryLimitBytes: byteQuantity(limits.memory),
     user: sc.runAsUser ?? podSc.runAsUser,
@@ -192,8 +190,8 @@ function expand(value, defined) {
  * The container's environment as the kubelet would give it, with the OTLP endpoint and the two
  * ports pointing at this machine. Downward-API fields get fixed stand-ins of the same shape (the
  * resource attributes, and so the span batches, are as large as in a pod); Secret, ConfigMap and
- * resource references and envFrom are left out (`leftOut`, listed in the result's meta).
- * @returns {{env: Map<string, string>, leftOut: string[]}}
+ * resource references and envFrom are left out.
+ * @returns {Map<string, string>}
  */
 function containerEnv(chart, ports) {
   const stand = {
@@ -205,11 +203,9 @@ function containerEnv(chart, ports) {
     'status.hostIP': '127.0.0.1',
   };
   const env = new Map();
-  const leftOut = chart.envFrom.map((source) => `envFrom ${JSON.stringify(source)}`);
   for (const e of chart.env) {
     if (e.valueFrom?.fieldRef && stand[e.valueFrom.fieldRef.fieldPath] !== undefined) env.set(e.name, stand[e.valueFrom.fieldRef.fieldPath]);
-    else if (e.valueFrom) leftOut.push(e.name);
-    else env.set(e.name, expand(e.value ?? '', env));
+    else if (!e.valueFrom) env.set(e.name, expand(e.value ?? '', env));
   }
   const protocol = env.get('OTEL_EXPORTER_OTLP_PROTOCOL') ?? env.get('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL');
   if (protocol && protocol !== 'http/protobuf') throw new Error(`the chart exports OTLP as ${protocol}; bench/otlp-sink.mjs speaks http/protobuf only`);
@@ -217,7 +213,7 @@ function containerEnv(chart, ports) {
   env.delete('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   env.set('PORT', String(ports.http));
   env.set('METRICS_PORT', String(ports.metrics));
-  return { env, leftOut };
+  return env;
 }
 
 /** `docker run` flags of one container: the pod's user, security settings and memory limit, the CPU setting as a quota on the server core (README: host network, no log driver). */
@@ -271,11 +267,10 @@ const readKeyed = (file) =>
   );
 
 /**
- * The container's cgroup counters: CPU used (µs, all its processes), CFS periods and throttled
- * periods, memory in use, working set (in use minus inactive page cache, what the kubelet and the
- * memory alert look at) and the cgroup's peak, read from /sys/fs/cgroup (v1 or v2, the path taken
- * from the container's init process).
- * @returns {{source: string, read: () => Promise<{cpuUs: number, periods: number, throttled: number, memBytes: number, workingSetBytes: number, peakBytes: number}>}}
+ * The container's cgroup counters: CPU used (µs, all its processes) and working set (memory in use
+ * minus inactive page cache, what the kubelet and the memory alert look at), read from
+ * /sys/fs/cgroup (v1 or v2, the path taken from the container's init process).
+ * @returns {{source: string, read: () => Promise<{cpuUs: number, workingSetBytes: number}>}}
  */
 function containerCounters(pid) {
   const lines = cgroupLines(pid);
@@ -292,45 +287,25 @@ function containerCounters(pid) {
     return undefined;
   };
   const cpuacct = v1('cpuacct', 'cpuacct.usage');
-  const cpu = v1('cpu', 'cpu.stat');
   const memory = v1('memory', 'memory.usage_in_bytes');
-  if (cpuacct && cpu && memory) {
+  if (cpuacct && memory) {
     return {
       source: `cgroup v1 (${path.relative('/sys/fs/cgroup', cpuacct)}, memory)`,
-      read: async () => {
-        const cpuStat = readKeyed(path.join(cpu, 'cpu.stat'));
-        const mem = readNumber(path.join(memory, 'memory.usage_in_bytes'));
-        return {
-          cpuUs: readNumber(path.join(cpuacct, 'cpuacct.usage')) / 1000,
-          periods: cpuStat.nr_periods,
-          throttled: cpuStat.nr_throttled,
-          memBytes: mem,
-          workingSetBytes: mem - (readKeyed(path.join(memory, 'memory.stat')).total_inactive_file ?? 0),
-          peakBytes: readNumber(path.join(memory, 'memory.max_usage_in_bytes')),
-        };
-      },
+      read: async () => ({
+        cpuUs: readNumber(path.join(cpuacct, 'cpuacct.usage')) / 1000,
+        workingSetBytes: readNumber(path.join(memory, 'memory.usage_in_bytes')) - (readKeyed(path.join(memory, 'memory.stat')).total_inactive_file ?? 0),
+      }),
     };
   }
   const unified = lines.map((line) => /^0::(.*)$/.exec(line)?.[1]).find((rel) => rel !== undefined);
   const v2 = unified === undefined ? undefined : path.join('/sys/fs/cgroup', unified);
   if (v2 && fs.existsSync(path.join(v2, 'memory.current')) && fs.existsSync(path.join(v2, 'cpu.stat'))) {
-    const peakFile = path.join(v2, 'memory.peak');
     return {
       source: `cgroup v2 (${unified})`,
-      read: async () => {
-        const cpuStat = readKeyed(path.join(v2, 'cpu.stat'));
-        const mem = readNumber(path.join(v2, 'memory.current'));
-        const workingSetBytes = mem - (readKeyed(path.join(v2, 'memory.stat')).inactive_file ?? 0);
-        return {
-          cpuUs: cpuStat.usage_usec,
-          periods: cpuStat.nr_periods ?? 0,
-          throttled: cpuStat.nr_throttled ?? 0,
-          memBytes: mem,
-          workingSetBytes,
-          // memory.peak is newer than cgroup v2 (Linux 5.19); the sampled working set is reported either way.
-          peakBytes: fs.existsSync(peakFile) ? readNumber(peakFile) : NaN,
-        };
-      },
+      read: async () => ({
+        cpuUs: readKeyed(path.join(v2, 'cpu.stat')).usage_usec,
+        workingSetBytes: readNumber(path.join(v2, 'memory.current')) - (readKeyed(path.join(v2, 'memory.stat')).inactive_file ?? 0),
+      }),
     };
   }
   throw new Error(`no cgroup counters of the container (process ${pid}) under /sys/fs/cgroup: the Docker engine must run on this kernel`);
@@ -359,13 +334,10 @@ process.once('SIGINT', () => {
 /** Starts the image as the chart's pod with `cpus` as its quota and waits for /health (removes it if it never answers). */
 async function startContainer(chart, cpus, sink, name) {
   const [httpPort, metricsPort] = await freePorts(2);
-  const { env, leftOut } = containerEnv(chart, { sink: sink.port, http: httpPort, metrics: metricsPort });
-  const flags = dockerFlags(chart, cpus);
-  const t0 = performance.now();
-  const id = docker(['run', '-d', '--name', name, ...flags, ...[...env].flatMap(([k, v]) => ['--env', `${k}=${v}`]), opts.image]);
+  const env = containerEnv(chart, { sink: sink.port, http: httpPort, metrics: metricsPort });
+  const id = docker(['run', '-d', '--name', name, ...dockerFlags(chart, cpus), ...[...env].flatMap(([k, v]) => ['--env', `${k}=${v}`]), opts.image]);
   current = { id };
-  // Creating the container is Docker's work (with the vfs storage driver, a copy of the image):
-  // the start-up is timed from when it runs.
+  // Timed from when the container runs: creating it is Docker's work (with the vfs storage driver, a copy of the image).
   const t1 = performance.now();
   try {
     const exited = () => !containerState(id).running;
@@ -382,7 +354,7 @@ async function startContainer(chart, cpus, sink, name) {
   }
   const startupMs = performance.now() - t1;
   const state = containerState(id);
-  return { id, port: httpPort, metricsPort, dockerRunMs: t1 - t0, startupMs, flags, env, leftOut, counters: containerCounters(state.pid) };
+  return { id, port: httpPort, metricsPort, startupMs, counters: containerCounters(state.pid) };
 }
 
 /**
@@ -416,7 +388,6 @@ async function runStep(c, chart, cpus, sink, rate, seconds, prev, judged) {
   const sinkNow = (await sink.stats()).traces;
   const sdkNow = state.running ? await scrapeSdkCounters(c.metricsPort) : undefined;
   const cpuUs = after.cpuUs - before.cpuUs;
-  const periods = after.periods - before.periods;
   const step = {
     target: rate,
     rps: load.rps,
@@ -425,17 +396,12 @@ async function runStep(c, chart, cpus, sink, rate, seconds, prev, judged) {
     non2xx: load.non2xx,
     p50Ms: load.latency_ms.p50,
     p99Ms: load.latency_ms.p99,
-    p999Ms: load.latency_ms.p999,
     maxMs: load.latency_ms.max,
-    seconds: load.duration_s,
     wallS,
     cpuUs,
     cpuUsPerRequest: cpuUs / load.requests,
     quotaUtilisation: cpuUs / (cpus * 1e6 * wallS),
-    throttledShare: periods > 0 ? (after.throttled - before.throttled) / periods : 0,
     workingSetPeakMb: max(samples) / MiB,
-    cgroupPeakMb: after.peakBytes / MiB,
-    spans: sinkNow.items - prev.spans,
     spansPerRequest: (sinkNow.items - prev.spans) / load.requests,
     spansDropped: sdkNow && prev.sdk ? sdkNow.dropped - prev.sdk.dropped : null,
     spansExportFailed: sdkNow && prev.sdk ? sdkNow.exportFailed - prev.sdk.exportFailed : null,
@@ -473,12 +439,12 @@ async function runRamp(chart, setting, sink, index) {
   console.error(`\n${setting.label}, ramp ${index}: ${opts.image} as ${name}`);
   await sink.reset();
   const c = await startContainer(chart, cpus, sink, name);
-  const ramp = { cpus, label: setting.label, ramp: index, dockerRunMs: c.dockerRunMs, startupMs: c.startupMs, counters: c.counters.source, steps: [] };
+  const ramp = { cpus, label: setting.label, ramp: index, startupMs: c.startupMs, counters: c.counters.source, steps: [] };
   try {
     await checkResponses(name, c.port);
     const prev = { spans: 0, sdk: await scrapeSdkCounters(c.metricsPort) };
     const step = (rate, seconds = opts.step, judged = true) => runStep(c, chart, cpus, sink, rate, seconds, prev, judged);
-    console.error(`  docker run ${f(c.dockerRunMs, 0)} ms, then /health 200 after ${f(c.startupMs, 0)} ms (counters: ${c.counters.source})`);
+    console.error(`  /health 200 after ${f(c.startupMs, 0)} ms (counters: ${c.counters.source})`);
     ramp.warmup = await step(Math.max(1, Math.round(SEARCH.warmupRatePerCpu * cpus)), warmupSeconds(cpus), false);
     const idle0 = await c.counters.read();
     await sleep(SEARCH.idleSeconds * 1000);
@@ -519,7 +485,6 @@ async function runRamp(chart, setting, sink, index) {
       }
     }
     ramp.capacity = passed ?? 0;
-    ramp.firstFail = coarseFail ?? null;
     ramp.bounded = coarseFail !== undefined;
     const last = ramp.steps.at(-1);
     if (last && !last.running) ramp.died = last.oomKilled ? `OOM-killed at ${last.target} req/s` : `exited at ${last.target} req/s`;
@@ -562,7 +527,6 @@ function summarise(ramps, chart) {
     return {
       cpus,
       isRequest: chart.requestCpus !== undefined && Math.abs(cpus - chart.requestCpus) < 1e-9,
-      ramps: rs.length,
       capacity,
       capacityMin: min(rs.map((r) => r.capacity)),
       capacityMax: max(rs.map((r) => r.capacity)),
@@ -764,7 +728,7 @@ async function main() {
   }
   if (smoke) checkSmoke(ramps);
   if (ramps.length > 0) {
-    const { env, leftOut } = containerEnv(chart, { sink: '<sink port>', http: '<free port>', metrics: '<free port>' });
+    const env = containerEnv(chart, { sink: '<sink port>', http: '<free port>', metrics: '<free port>' });
     publish(
       {
         meta: {
@@ -776,15 +740,11 @@ async function main() {
           stepSeconds: opts.step,
           image: { name: opts.image, ...image },
           chart: {
-            ...Object.fromEntries(Object.entries(chart).filter(([key]) => !['env', 'envFrom'].includes(key))),
+            ...Object.fromEntries(Object.entries(chart).filter(([key]) => key !== 'env')),
             logLevel: env.get('LOG_LEVEL'),
             nodeOptions: env.get('NODE_OPTIONS'),
           },
-          env: Object.fromEntries(env),
-          envLeftOut: leftOut,
-          dockerRun: ['run', '-d', ...dockerFlags(chart, '<CPUs>'), '--env', 'NAME=VALUE...', opts.image].join(' '),
           search: SEARCH,
-          out: path.relative(ROOT, opts.out),
         },
         ramps,
         problems,

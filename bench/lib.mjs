@@ -222,13 +222,11 @@ export const logDir = path.join(RESULTS, 'logs.tmp');
 
 /**
  * Starts a configuration ({args, cwd, env, nodeArgs}) pinned to the server core on free ports and
- * waits for its first 200 on /health, polled every `everyMs` (refused connections come back at
- * once, so the start-up time is accurate to a few ms; it includes the exec of `taskset`). stdout
- * is `stdout` (a path, /dev/null by default, or a file descriptor), opened here as a file: not a
- * pipe this harness would have to drain, which would add back-pressure and our own CPU to the
- * measurement. stderr goes to `logs`/NAME.stderr. With `sampleRss`, VmRSS is sampled every 100 ms
- * until the exit (peakRssMb). With `allowExit`, a process that exits before it answers is returned
- * (configuration errors) instead of thrown.
+ * waits for its first 200 on /health, polled every `everyMs` (the start-up time includes the exec
+ * of `taskset`). stdout (a path, /dev/null by default, or a file descriptor) is a file, not a pipe
+ * this harness would have to drain (back-pressure and our own CPU in the measurement); stderr goes
+ * to `logs`/NAME.stderr. `sampleRss`: VmRSS every 100 ms until the exit (peakRssMb). `allowExit`: a
+ * process that exits before it answers (configuration errors) is returned, not thrown.
  */
 export async function startServer(name, config, { logs = logDir, stdout = '/dev/null', everyMs = 2, sampleRss = false, allowExit = false } = {}) {
   const [port, metricsPort] = await freePorts(2);
@@ -257,7 +255,6 @@ export async function startServer(name, config, { logs = logDir, stdout = '/dev/
     port,
     metricsPort,
     startupMs: NaN,
-    stdoutPath: stdout,
     stderrPath,
     exit,
     exited: () => exited,
@@ -343,31 +340,38 @@ export async function closedLoad(port, seconds, connections) {
   };
 }
 
-/** Samples RSS every 100 ms while `work` runs; returns its result plus peak and median RSS. */
+/** Samples RSS every 100 ms while `work` runs; returns its result plus the peak RSS and the samples. */
 export async function withRssSampling(pid, work) {
   const samples = [];
   const timer = setInterval(() => samples.push(rssMb(pid)), 100);
   try {
     const result = await work();
     samples.push(rssMb(pid));
-    return { result, rssPeakMb: max(samples), rssMedianMb: median(samples), samples };
+    return { result, rssPeakMb: max(samples), samples };
   } finally {
     clearInterval(timer);
   }
 }
 
+/** The value of one Prometheus series summed over the label sets that match `labels` (regexps). */
+export function metricSum(text, name, labels = {}) {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = line.match(/^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)/);
+    if (!m || m[1] !== name) continue;
+    const set = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, re]) => re.test(set[k] ?? ''))) sum += Number(m[3]);
+  }
+  return sum;
+}
+
 /** The service's own tracing self-metrics: proves no span was dropped or failed to export. */
 export async function scrapeSdkCounters(metricsPort) {
   try {
-    const res = await request(metricsPort, 'GET', '/metrics');
-    const sum = (name, pred) =>
-      res.body
-        .split('\n')
-        .filter((l) => l.startsWith(name) && pred(l))
-        .reduce((acc, l) => acc + Number(l.split(' ').at(-1)), 0);
+    const { body } = await request(metricsPort, 'GET', '/metrics');
     return {
-      dropped: sum('otel_sdk_processor_span_processed_total', (l) => /error_type="queue_full"/.test(l)),
-      exportFailed: sum('otel_sdk_exporter_span_exported_total', (l) => /error_type="[^"]+"/.test(l)),
+      dropped: metricSum(body, 'otel_sdk_processor_span_processed_total', { error_type: /^queue_full$/ }),
+      exportFailed: metricSum(body, 'otel_sdk_exporter_span_exported_total', { error_type: /./ }),
     };
   } catch {
     return undefined;

@@ -39,7 +39,7 @@ export function measureClosed(name, config, sink, opts) {
     if (opts.warmup > 0) await closedLoad(server.port, opts.warmup, opts.connections);
     const sinkBefore = await sink.stats();
     const cpuBefore = cpuSplit(server.pid);
-    const { result: load, rssPeakMb, rssMedianMb } = await withRssSampling(server.pid, () => closedLoad(server.port, opts.duration, opts.connections));
+    const { result: load, rssPeakMb } = await withRssSampling(server.pid, () => closedLoad(server.port, opts.duration, opts.connections));
     const cpuAfter = cpuSplit(server.pid);
     const userUs = cpuAfter.user - cpuBefore.user;
     const sysUs = cpuAfter.sys - cpuBefore.sys;
@@ -61,7 +61,6 @@ export function measureClosed(name, config, sink, opts) {
       startupMs: server.startupMs,
       rssIdleMb,
       rssPeakMb,
-      rssMedianMb,
       ...load, // requests, rps, p50Ms, p99Ms, errors
       cpuUsPerRequest: (userUs + sysUs) / load.requests,
       // The kernel's share of that CPU: socket reads and writes, mostly (it grows when wrk waits).
@@ -70,8 +69,6 @@ export function measureClosed(name, config, sink, opts) {
       // still queued at its start can push it slightly above one per request.
       spansPerRequest: spans / load.requests,
       otlpBytesPerRequest: (sinkAfter.traces.bytes - sinkBefore.traces.bytes) / load.requests,
-      otlpMetricsRequests: sinkAfter.metrics.requests - sinkBefore.metrics.requests,
-      otlpLogRecords: sinkAfter.logs.items - sinkBefore.logs.items,
       sdk,
     };
   });
@@ -98,7 +95,6 @@ export function measureRate(name, config, rate, opts) {
       p99Ms: r.latency_ms.p99,
       p999Ms: r.latency_ms.p999,
       maxMs: r.latency_ms.max,
-      serviceP99Ms: r.service_ms.p99,
       errors: r.errors + r.non2xx,
       cpuUsPerRequest: (cpuAfter - cpuBefore) / r.requests,
     };
@@ -118,7 +114,6 @@ export function soak(name, config, seconds, connections) {
     return {
       config: name,
       seconds,
-      timeline,
       rps: load.rps,
       errors: load.errors,
       cpuUsPerRequest: (cpuAfter - cpuBefore) / load.requests,

@@ -208,9 +208,6 @@ async function main() {
         // The output directory relative to the repository: results name no path of the machine.
         options: { ...opts, out: path.relative(ROOT, opts.out) },
         configs: opts.configs,
-        titles: Object.fromEntries(opts.configs.map((n) => [n, all[n].title])),
-        ratioMethod: 'per round: cpuUsPerRequest(config) / cpuUsPerRequest(plain-http), then median over rounds',
-        stdout: 'servers write stdout to /dev/null (a file descriptor opened by the harness, not a pipe)',
         service: serviceDir === ROOT ? undefined : `dist/ and package.json copied to ${path.relative(ROOT, serviceDir)} at the start of the run`,
         against:
           againstDir &&

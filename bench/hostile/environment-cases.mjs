@@ -9,10 +9,10 @@ import http from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
-import { NODE, max, request, scrapeSdkCounters } from '../lib.mjs';
+import { NODE, max, metricSum, request, scrapeSdkCounters } from '../lib.mjs';
 import { bytesOf, messages } from '../otlp-protobuf.mjs';
 import { startSink as startOtlpSink } from '../otlp-sink.mjs';
-import { MB, POD_HEAP, WORK, health, metricSum, runWorker, startHealthProbe, statusText } from './harness.mjs';
+import { MB, POD_HEAP, WORK, health, runWorker, startHealthProbe, statusText } from './harness.mjs';
 
 /** 7. stdout is a pipe nobody reads any more (a stuck log shipper): requests, memory and exit must not depend on it. */
 export async function stuckStdout(ctx) {

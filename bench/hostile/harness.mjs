@@ -94,18 +94,6 @@ const ms = (x) => (Number.isFinite(x) ? `${x < 10 ? x.toFixed(1) : Math.round(x)
 /** Runs a load worker (workers.mjs) on the load core, away from this harness's probes and samplers; resolves the JSON it prints. */
 export const runWorker = (kind, options) => runJson('HOSTILE_WORKER', NODE, [WORKERS, kind, JSON.stringify(options)]);
 
-/** The value of one Prometheus series summed over the label sets that match `labels` (regexps). */
-export function metricSum(text, name, labels = {}) {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    const m = line.match(/^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)/);
-    if (!m || m[1] !== name) continue;
-    const set = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, re]) => re.test(set[k] ?? ''))) sum += Number(m[3]);
-  }
-  return sum;
-}
-
 /** How often each value occurs: {value: count}. */
 export const tally = (xs) => xs.reduce((acc, x) => ({ ...acc, [x]: (acc[x] ?? 0) + 1 }), {});
 

@@ -3,9 +3,9 @@
 // {sent, got, failures, rssMb?, details?}.
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cpuMicros, max, request, rssMb, withRssSampling } from '../lib.mjs';
+import { cpuMicros, max, metricSum, request, rssMb, withRssSampling } from '../lib.mjs';
 import { chunkedUpload, connected, parseResponses, rawCase, rawExchange, settleOnce, writeAllThenRead } from './clients.mjs';
-import { MB, countsText, health, metricSum, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
+import { MB, countsText, health, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
 
 /** 1. Framing that two parsers could read differently: the bytes after the first request must never be served. */
 export async function requestSmuggling(ctx) {
@@ -41,25 +41,22 @@ export async function requestSmuggling(ctx) {
 /** 2. Requests Node's parser lets through but HTTP/1.1 refuses, and HTTP/1.0 with chunked framing. */
 export async function httpEdgeCases(ctx) {
   const svc = await ctx.start('edge-cases');
+  // [what was sent, the bytes, the status expected, whether the connection must be closed after it]
   const cases = [
-    { sent: '`GET /health HTTP/1.1` without Host', payload: 'GET /health HTTP/1.1\r\n\r\n', status: 400, mustClose: false },
-    { sent: '`GET /health` with two Host headers', payload: 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', status: 400, mustClose: false },
-    { sent: '`GET /health HTTP/2.0`', payload: 'GET /health HTTP/2.0\r\nHost: localhost\r\n\r\n', status: 505, mustClose: false },
-    {
-      sent: '`POST /product` with `Expect: bogus`',
-      payload: 'POST /product HTTP/1.1\r\nHost: localhost\r\nExpect: bogus\r\nContent-Length: 0\r\n\r\n',
-      status: 417,
-      mustClose: false,
-    },
-    { sent: '`CONNECT example.com:443 HTTP/1.1`', payload: 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', status: 405 },
-    {
-      sent: '`POST /product HTTP/1.0` with `Transfer-Encoding: chunked`',
-      payload: 'POST /product HTTP/1.0\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
-      status: 400,
-    },
+    ['`GET /health HTTP/1.1` without Host', 'GET /health HTTP/1.1\r\n\r\n', 400, false],
+    ['`GET /health` with two Host headers', 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', 400, false],
+    ['`GET /health HTTP/2.0`', 'GET /health HTTP/2.0\r\nHost: localhost\r\n\r\n', 505, false],
+    ['`POST /product` with `Expect: bogus`', 'POST /product HTTP/1.1\r\nHost: localhost\r\nExpect: bogus\r\nContent-Length: 0\r\n\r\n', 417, false],
+    ['`CONNECT example.com:443 HTTP/1.1`', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405, true],
+    [
+      '`POST /product HTTP/1.0` with `Transfer-Encoding: chunked`',
+      'POST /product HTTP/1.0\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
+      400,
+      true,
+    ],
   ];
   const rows = [];
-  for (const c of cases) rows.push(await rawCase(svc.port, c));
+  for (const [sent, payload, status, mustClose] of cases) rows.push(await rawCase(svc.port, { sent, payload, status, mustClose }));
   return rows;
 }
 
