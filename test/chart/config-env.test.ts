@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config';
-import { chartDir, envNames, findOne, mainContainer, template, valueSets, set } from './helm';
+import { chartDir, containerOf, envNames, valueSets, set } from './helm';
 
 /** The variable names parseConfig reads from an empty environment (every default taken). */
 function variablesConfigReads(): string[] {
@@ -27,9 +27,7 @@ describe('the configuration in the chart', () => {
   it('sets every variable config.ts reads, or its README says how to set it', () => {
     const variables = variablesConfigReads();
     expect(variables).toContain('PORT');
-    const rendered = new Set(
-      [...valueSets.map(({ args }) => args), OPTIONAL_VALUES].flatMap((args) => envNames(mainContainer(findOne(template(args), 'Deployment')))),
-    );
+    const rendered = new Set([...valueSets.map(({ args }) => args), OPTIONAL_VALUES].flatMap((args) => envNames(containerOf(args))));
     const readme = readFileSync(join(chartDir, 'README.md'), 'utf8').split('\n');
     const missing = variables.filter(
       (variable) => !rendered.has(variable) && !readme.some((line) => line.includes(`\`${variable}\``) && line.includes('extraEnv')),

@@ -7,20 +7,18 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, scrape } from '../support/exposition';
-import { docker, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, type RunningPod } from './docker-pod';
+import { deploymentWith, docker, IMAGE, logsOf, Pods, type RunningPod } from './docker-pod';
 import { DIAGNOSTICS_DOC, firstBlock } from './docs';
-import { findOne, mainContainer, must, podSpecOf, template, set } from './helm';
+import { mainContainer, must, podSpecOf } from './helm';
 
 /** A credential the pod holds, as the OTLP headers' API key would be. */
 const SECRET = `api-key=diag-${randomBytes(12).toString('hex')}`;
-const DIAGNOSTICS = set('diagnostics.enabled=true', 'extraEnv[0].name=OTEL_EXPORTER_OTLP_HEADERS', `extraEnv[0].value=${SECRET}`);
-const HEAP_SNAPSHOTS = [...DIAGNOSTICS, ...set('diagnostics.heapSnapshot.enabled=true')];
+const DIAGNOSTICS = { diagnostics: { enabled: true }, extraEnv: [{ name: 'OTEL_EXPORTER_OTLP_HEADERS', value: SECRET }] };
+const HEAP_SNAPSHOTS = { ...DIAGNOSTICS, diagnostics: { enabled: true, heapSnapshot: { enabled: true } } };
 
 const pods = new Pods();
 beforeAll(() => pods.setUp(), 60_000);
 afterAll(() => pods.cleanUp());
-
-const deploymentWith = (args: string[]) => findOne(template([...IMAGE_VALUES, ...args], RELEASE, NAMESPACE), 'Deployment');
 
 /** The container profile docs/diagnostics.md gives `kubectl debug --custom`. */
 const profile = firstBlock(DIAGNOSTICS_DOC, 'Take a report or a heap snapshot', 'json') as {
@@ -178,7 +176,7 @@ describe('diagnostics.enabled alone', () => {
 
 describe('the chart defaults (no diagnostics)', () => {
   it('SIGUSR1 opens no inspector that another container of the pod could reach, and does not stop the service', async () => {
-    const deployment = deploymentWith([]);
+    const deployment = deploymentWith({});
     expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toEqual(['tmp']);
     expect(mainContainer(deployment).volumeMounts?.map((m) => m.mountPath)).toEqual(['/tmp']);
     const pod = await pods.start(deployment, { podName: 'products-product-service-plain-1' });

@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines } from '../container/docker-host';
 import { sampleValue } from '../support/exposition';
 import { startOtlpReceiver } from '../support/otlp-receiver';
-import { docker, DOCKER_NETWORKS, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, waitForSpan, type RunningPod } from './docker-pod';
-import { containerPort, findOne, mainContainer, must, named, ofKind, podSpecOf, set, template } from './helm';
+import { deploymentWith, docker, DOCKER_NETWORKS, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, waitForSpan, type RunningPod } from './docker-pod';
+import { containerPort, findOne, mainContainer, must, named, ofKind, podSpecOf, template } from './helm';
 import { bytes, commandArgs, probeOnce, translatePod } from './pod-to-docker';
 
 const objects = template(IMAGE_VALUES, RELEASE, NAMESPACE);
@@ -153,8 +153,7 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
     const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
     try {
       const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
-      const spanValues = set('traceQueryParams={page}', `trustedProxies={${DOCKER_NETWORKS.join(',')}}`);
-      const traced = findOne(template([...IMAGE_VALUES, ...set(`otel.endpoint=${endpoint}`), ...spanValues], RELEASE, NAMESPACE), 'Deployment');
+      const traced = deploymentWith({ otel: { endpoint }, traceQueryParams: ['page'], trustedProxies: DOCKER_NETWORKS });
       const main = mainContainer(traced);
       const pod = { podName: `${deploymentName}-7c9d8f6b5-t7r2m`, nodeName: 'node-b' };
       // HOST_NAME resolves to the Docker host, as cluster DNS would resolve a collector's Service name.
@@ -216,7 +215,7 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
 
 describe('the rendered Deployment with faults.* set (a game day)', () => {
   it('starts and passes its probes, fails and slows POST /product as asked, and says so in its log and on /metrics', async () => {
-    const faulty = findOne(template([...IMAGE_VALUES, ...set('faults.errorRatio=1', 'faults.delaySeconds=0.2')], RELEASE, NAMESPACE), 'Deployment');
+    const faulty = deploymentWith({ faults: { errorRatio: 1, delaySeconds: 0.2 } });
     const main = mainContainer(faulty);
     // /health is never faulted: the startup probe passes as without faults (pods.start waits for it).
     const { name, baseUrl, metricsUrl, translation } = await pods.start(faulty, { podName: `${deploymentName}-6f7d9c8b5-g4m3d`, nodeName: 'node-c' });

@@ -1,6 +1,6 @@
 // A stand-in for a Kubernetes API server, on loopback, for running documented commands with the real
-// kubectl: discovery and minimal objects of one release (as the chart renders them), each pod's log
-// (tailLines honoured), and a record of every request kubectl sends for the test to check.
+// kubectl: discovery and minimal objects of one release (as the chart renders them), each pod's whole
+// log, and a record of every request kubectl sends for the test to check.
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
@@ -87,7 +87,7 @@ const DISCOVERY: Record<string, unknown> = {
   '/apis/monitoring.coreos.com/v1': {
     kind: 'APIResourceList',
     groupVersion: 'monitoring.coreos.com/v1',
-    resources: [resource('servicemonitors', 'ServiceMonitor'), resource('podmonitors', 'PodMonitor')],
+    resources: [resource('servicemonitors', 'ServiceMonitor')],
   },
 };
 
@@ -159,11 +159,7 @@ export async function startKubeApiStub(release: StubRelease): Promise<KubeApiStu
         return json(list('Pod', pods.map(pod)));
       }
       if (!release.pods.includes(podName) || deleted.has(podName)) return notFound();
-      if (sub === 'log') {
-        const lines = release.logLines(podName);
-        const tail = query.tailLines === undefined ? lines : lines.slice(-Number(query.tailLines));
-        return void res.writeHead(200, { 'Content-Type': 'text/plain' }).end(tail.map((line) => `${line}\n`).join(''));
-      }
+      if (sub === 'log') return void res.writeHead(200, { 'Content-Type': 'text/plain' }).end(`${release.logLines(podName).join('\n')}\n`);
       if (sub === 'portforward') return json({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 400, message: 'the stub does not stream' }, 400);
       if (method === 'DELETE') deleted.add(podName);
       return json(pod(podName));
@@ -181,11 +177,8 @@ export async function startKubeApiStub(release: StubRelease): Promise<KubeApiStu
     if (path === `/apis/apps/v1${inNs}/deployments/${name}`) return json(deployment);
     if (path === `/apis/apps/v1${inNs}/deployments/${name}/scale`) return json(scale);
     if (path === `/apis/apps/v1${inNs}/replicasets`) return json({ ...list('ReplicaSet', []), apiVersion: 'apps/v1' });
-    const monitor = new RegExp(`^/apis/monitoring.coreos.com/v1${inNs}/(servicemonitors|podmonitors)/${name}$`).exec(path);
-    if (monitor !== null) {
-      const kind = monitor[1] === 'servicemonitors' ? 'ServiceMonitor' : 'PodMonitor';
-      return json({ apiVersion: 'monitoring.coreos.com/v1', kind, metadata: meta(name), spec: { selector: { matchLabels: labels } } });
-    }
+    if (path === `/apis/monitoring.coreos.com/v1${inNs}/servicemonitors/${name}`)
+      return json({ apiVersion: 'monitoring.coreos.com/v1', kind: 'ServiceMonitor', metadata: meta(name), spec: { selector: { matchLabels: labels } } });
     const node = /^\/api\/v1\/nodes\/([^/]+)$/.exec(path)?.[1];
     if (node !== undefined) return json({ apiVersion: 'v1', kind: 'Node', metadata: { name: node, uid: 'uid-node', resourceVersion: '1' }, status: {} });
     if (path === '/api/v1/pods') return json(list('Pod', []));

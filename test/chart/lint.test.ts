@@ -1,12 +1,12 @@
-// `helm lint --strict`, the strict values schema, `helm package` (the chart's own files end up in
-// the package) and the README's generated parameters table.
+// `helm lint --strict`, the strict values schema, NOTES.txt, a copy and a `helm package` of the chart
+// (its own files end up in them) and the README's generated parameters table.
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths';
-import { chartDir, CRD_APIS, helm, renderNotes, set, valueSets } from './helm';
+import { chartDir, CRD_APIS, helm, must, renderNotes, set, valueSets } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -61,24 +61,31 @@ describe('NOTES.txt', () => {
   });
 });
 
-describe('helm package', () => {
-  const run = helm(['package', chartDir, '--destination', scratch]);
+describe('a copy of the chart directory, and its package (helm package)', () => {
+  // Copied as a GitOps repository or a vendoring tool would: symlinks kept as links, so one pointing
+  // outside the chart would break the copy; packaged from that copy.
+  const copy = join(scratch, 'product-service');
+  cpSync(chartDir, copy, { recursive: true, verbatimSymlinks: true });
+  const run = helm(['package', copy, '--destination', scratch]);
   if (run.status !== 0) throw new Error(`helm package failed: ${run.stderr}`);
-  const [tgz = ''] = readdirSync(scratch)
-    .filter((f) => f.endsWith('.tgz'))
-    .map((f) => join(scratch, f));
+  const tgz = join(
+    scratch,
+    must(
+      readdirSync(scratch).find((f) => f.endsWith('.tgz')),
+      'the package',
+    ),
+  );
 
-  it("stores the chart's own dashboard file", () => {
-    const packaged = spawnSync('tar', ['-xzOf', tgz, 'product-service/files/dashboards/product-service.json'], { encoding: 'utf8' });
-    expect(packaged.stdout).toBe(readFileSync(join(chartDir, 'files/dashboards/product-service.json'), 'utf8'));
-  });
-
-  it('renders the same manifests from the package as from the directory', () => {
+  it('render the same manifests, rules and dashboard (from its own file) included, as the chart in the repository: it refers to nothing outside itself', () => {
     const monitoring = set('monitoring.prometheusRule.enabled=true', 'monitoring.grafanaDashboard.enabled=true');
-    const fromDir = helm(['template', 'products', chartDir, ...CRD_APIS, ...monitoring]);
-    const fromPackage = helm(['template', 'products', tgz, ...CRD_APIS, ...monitoring]);
-    expect(fromPackage.status, fromPackage.stderr).toBe(0);
-    expect(fromPackage.stdout).toBe(fromDir.stdout);
+    const args = ['--namespace', 'shop', ...CRD_APIS, ...monitoring, ...set('monitoring.serviceMonitor.enabled=true')];
+    const fromRepository = helm(['template', 'products', chartDir, ...args]).stdout;
+    for (const kind of ['ServiceMonitor', 'PrometheusRule', 'ConfigMap']) expect(fromRepository).toContain(`kind: ${kind}`);
+    for (const chart of [copy, tgz]) {
+      const rendered = helm(['template', 'products', chart, ...args]);
+      expect(rendered.status, rendered.stderr).toBe(0);
+      expect(rendered.stdout, chart).toBe(fromRepository);
+    }
     const lint = helm(['lint', '--strict', tgz, ...monitoring]);
     expect(lint.status, lint.stdout).toBe(0);
   });

@@ -96,27 +96,22 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
     if (extra !== undefined) args.push('--group-add', String(extra));
   }
 
-  // Privileges. RuntimeDefault seccomp is the runtime's default profile, which Docker applies
-  // unless told otherwise.
-  if (sc.privileged) args.push('--privileged');
+  // Privileges: only dropped ones (render.test.ts: the chart adds none). RuntimeDefault seccomp is the
+  // runtime's default profile, which Docker applies unless told otherwise.
+  if (sc.privileged || sc.capabilities?.add?.length) throw new Error('privileged containers and added capabilities are not translated');
   if (sc.allowPrivilegeEscalation === false) args.push('--security-opt', 'no-new-privileges');
   for (const cap of sc.capabilities?.drop ?? []) args.push('--cap-drop', cap);
-  for (const cap of sc.capabilities?.add ?? []) args.push('--cap-add', cap);
   const seccomp = (sc.seccompProfile ?? podSc.seccompProfile)?.type;
-  if (seccomp === 'Unconfined') args.push('--security-opt', 'seccomp=unconfined');
-  else if (seccomp !== 'RuntimeDefault') throw new Error(`cannot translate seccompProfile ${String(seccomp)}`);
+  if (seccomp !== 'RuntimeDefault') throw new Error(`cannot translate seccompProfile ${String(seccomp)}`);
   if (sc.readOnlyRootFilesystem) args.push('--read-only');
 
   // Volumes. A disk-backed emptyDir is a world-writable host directory (sizeLimit is enforced by eviction, not the mount);
-  // a Memory one, a tmpfs counted against the memory limit; a ConfigMap or Secret, the files the caller projects, read-only.
+  // a ConfigMap or Secret, the files the caller projects, read-only. (The chart renders no Memory emptyDir.)
   for (const mount of container.volumeMounts ?? []) {
     const volume = must(podSpec.volumes?.find(byName(mount.name)), `volume ${mount.name}`);
     if (mount.subPath !== undefined || mount.subPathExpr !== undefined) throw new Error(`cannot translate the subPath of mount ${mount.name}`);
     const readonly = mount.readOnly ? ',readonly' : '';
-    if (volume.emptyDir?.medium === 'Memory') {
-      const size = volume.emptyDir.sizeLimit === undefined ? '' : `,tmpfs-size=${bytes(volume.emptyDir.sizeLimit)}`;
-      args.push('--mount', `type=tmpfs,destination=${mount.mountPath},tmpfs-mode=1777${size}${readonly}`);
-    } else if (volume.emptyDir) {
+    if (volume.emptyDir && volume.emptyDir.medium === undefined) {
       if (inputs === undefined) throw new Error(`emptyDir ${mount.name}: translatePod needs a PodInputs.emptyDirRoot`);
       const dir = join(inputs.emptyDirRoot, mount.name);
       mkdirSync(dir, { recursive: true });

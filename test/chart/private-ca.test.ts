@@ -76,8 +76,6 @@ describe("the chart README's private-CA recipe", () => {
     const caFile = must(container.env?.find((e) => e.name === 'OTEL_EXPORTER_OTLP_CERTIFICATE')?.value, 'OTEL_EXPORTER_OTLP_CERTIFICATE');
     expect(caFile.startsWith(`${mount?.mountPath}/`)).toBe(true);
     expect(container.env?.find((e) => e.name === 'NODE_EXTRA_CA_CERTS')?.value).toBe(caFile);
-    expect(podSpecOf(deployment).securityContext).toMatchObject({ runAsUser: 65532, runAsNonRoot: true });
-    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
   });
 
   it('run as the kubelet would run it: spans of a traced request reach the collector over HTTPS', async () => {

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
-import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests, set } from './helm';
+import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests, set, template } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-release-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -209,10 +209,16 @@ describe('a released digest is only ever paired with its own version', () => {
   const released = (version: keyof typeof digests) => Array<string>(2).fill(`${repository}:${version}@${digests[version]}`);
   /** The chart's images (the server and the helm test pod) as `helm template` renders them. */
   const images = (chart: string, args: string[] = []) => {
-    const run = helm(['template', 'products', chart, '--namespace', 'shop', ...args]);
-    if (run.status !== 0) throw new Error(`helm template failed: ${run.stderr}`);
-    const objects = parseManifests(run.stdout);
+    const objects = template(args, 'products', 'shop', chart);
     return [mainContainer(findOne(objects, 'Deployment')).image, ...ofKind(objects, 'Pod').map((pod) => pod.spec?.containers[0]?.image)];
+  };
+  /** The newer package, unpacked into `name` with `values` as its values.yaml: what `helm upgrade --reuse-values` renders. */
+  const withValues = (name: string, values: string): string => {
+    const dir = join(scratch, name);
+    mkdirSync(dir, { recursive: true });
+    expect(spawnSync('tar', ['-xzf', next, '-C', dir]).status).toBe(0);
+    writeFileSync(join(dir, 'product-service/values.yaml'), values);
+    return join(dir, 'product-service');
   };
   const oldValues = join(scratch, 'values-1.2.3.yaml');
   writeFileSync(oldValues, helm(['show', 'values', old]).stdout);
@@ -238,12 +244,7 @@ describe('a released digest is only ever paired with its own version', () => {
   it("--reuse-values: the newer chart rendered with the older chart's values as its defaults runs the newer image", () => {
     // helm upgrade --reuse-values renders the new chart with the old release's values in place of the
     // new chart's values.yaml (chart.Values = the old coalesced values): the same chart, rebuilt here.
-    const dir = join(scratch, 'reuse-values');
-    mkdirSync(dir, { recursive: true });
-    const untar = spawnSync('tar', ['-xzf', next, '-C', dir]);
-    expect(untar.status).toBe(0);
-    copyFileSync(oldValues, join(dir, 'product-service/values.yaml'));
-    expect(images(join(dir, 'product-service'))).toEqual(released('1.2.4'));
+    expect(images(withValues('reuse-values', readFileSync(oldValues, 'utf8')))).toEqual(released('1.2.4'));
   });
 
   it('--reuse-values from a release that stamped its digest in values.yaml: refused, naming the fix, which then runs the newer image', () => {
@@ -254,19 +255,15 @@ describe('a released digest is only ever paired with its own version', () => {
       ...Object.fromEntries(Object.entries(current).filter(([key]) => !added.includes(key))),
       image: { ...current.image, digest: digests['1.2.3'] },
     };
-    const dir = join(scratch, 'reuse-older-values');
-    mkdirSync(dir, { recursive: true });
-    expect(spawnSync('tar', ['-xzf', next, '-C', dir]).status).toBe(0);
-    writeFileSync(join(dir, 'product-service/values.yaml'), stringify(values));
-    const refused = helm(['template', 'products', join(dir, 'product-service')]);
+    const chart = withValues('reuse-older-values', stringify(values));
+    const refused = helm(['template', 'products', chart]);
     expect(refused.status).not.toBe(0);
     expect(refused.stderr).toContain(
       `image.digest is set but image.tag is empty: the default tag changes with every chart version, and ${digests['1.2.3']} would run under another version's name`,
     );
     expect(refused.stderr).toContain('clear image.digest (--set image.digest=)');
-    expect(images(join(dir, 'product-service'), set('image.digest='))).toEqual(released('1.2.4'));
-    const deployment = findOne(parseManifests(helm(['template', 'products', join(dir, 'product-service'), '--set', 'image.digest=']).stdout), 'Deployment');
-    expect(deployment.spec?.revisionHistoryLimit).toBe(5);
+    expect(images(chart, set('image.digest='))).toEqual(released('1.2.4'));
+    expect(findOne(template(set('image.digest='), 'products', 'shop', chart), 'Deployment').spec?.revisionHistoryLimit).toBe(5);
   });
 
   it('global.imageRegistry moves both images to a mirror and keeps the digest', () => {
