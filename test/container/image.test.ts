@@ -397,19 +397,13 @@ describe("Node's compile cache", () => {
   });
 });
 
-// The issue's proof that the image still traces, correlates logs and exports: over each OTLP
-// protocol, the server span of a request, child of the traceparent sent, reaches a collector on
-// the Docker host; the request's log line carries its trace_id and span_id. The exporters are
-// loaded only when an endpoint is set: this also proves that the pruned node_modules and the
-// read-only filesystem leave each of them working, and that SIGTERM flushes the spans.
+// The issue's proof that the image traces, correlates logs and exports over each OTLP protocol to a
+// collector on the Docker host; the exporters load only when an endpoint is set, so this also proves
+// the pruned node_modules and read-only filesystem leave each working, and that SIGTERM flushes.
 describe('tracing from the image', () => {
   const SPAN_KIND_SERVER = 2;
   const HTTP_SCOPE = '@opentelemetry/instrumentation-http';
-  /**
-   * Known, and not the image's doing: the image (like most pods) has no /etc/machine-id, so the
-   * SDK's host detector leaves host.id undefined and the SDK warns once, when an export first
-   * reads the resource. To be fixed in src/observability/telemetry.ts; remove it from here then.
-   */
+  /** Not the image's doing: without /etc/machine-id (like most pods) host.id is undefined and the SDK warns once. */
   const KNOWN_EXPORT_WARNINGS = [/^opentelemetry warn: dropping invalid resource attribute value for key "host\.id"$/];
 
   type Export = { path: string; contentType: string };
@@ -417,10 +411,8 @@ describe('tracing from the image', () => {
   type Collector = { port: number; receiver: OtlpReceiver; exports(): Export[]; close(): Promise<void> };
 
   /**
-   * A collector reachable from containers. OTLP/HTTP: the shared receiver itself (it records
-   * POST /v1/traces only and answers anything else 404). OTLP/gRPC carries the same protobuf
-   * ExportTraceServiceRequest, length-prefixed in gRPC messages over HTTP/2: a front unframes
-   * each and relays it to the receiver as OTLP/HTTP protobuf, so one decoder reads all three.
+   * A collector reachable from containers: for OTLP/HTTP the shared receiver itself; for gRPC (the
+   * same protobuf, length-prefixed over HTTP/2) a front relays each message to it as OTLP/HTTP.
    */
   async function startCollector(protocol: string): Promise<Collector> {
     if (protocol !== 'grpc') {
@@ -499,8 +491,7 @@ describe('tracing from the image', () => {
         `OTEL_EXPORTER_OTLP_ENDPOINT=http://${HOST_NAME}:${collector.port}`,
         '--env',
         `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol}`,
-        // A batch would otherwise leave a second after the span (the service's default): the
-        // span must reach the collector through the flush at SIGTERM alone.
+        // The span must reach the collector through the flush at SIGTERM alone.
         '--env',
         'OTEL_BSP_SCHEDULE_DELAY=60000',
         // The test client reaches the container through Docker's port mapping: trusted, so its traceparent is believed.
@@ -519,7 +510,6 @@ describe('tracing from the image', () => {
         expect(res.status).toBe(201);
         const productId = ((await res.json()) as { product_id: number }).product_id;
 
-        // The batch processor waits OTEL_BSP_SCHEDULE_DELAY (60 s here); shutdown must flush sooner.
         // Asynchronously: the collector in this process must answer while the container stops.
         const started = performance.now();
         await dockerAsync(['stop', '--time', String(GRACE_SECONDS), id]);
@@ -531,8 +521,7 @@ describe('tracing from the image', () => {
         );
         expect(seconds, context).toBeLessThan(GRACE_SECONDS / 3);
         expect(Number(docker(['inspect', '--format', '{{.State.ExitCode}}', id]).trim()), context).toBe(0);
-        // Start-up with the read-only compile cache, the exporter and the flush: nothing on stderr
-        // but the one known SDK warning (KNOWN_EXPORT_WARNINGS).
+        // Nothing on stderr but the one known SDK warning.
         const unexpected = logs.stderr.split('\n').filter((line) => line !== '' && !KNOWN_EXPORT_WARNINGS.some((known) => known.test(line)));
         expect(unexpected, context).toEqual([]);
 
