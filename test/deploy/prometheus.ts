@@ -9,7 +9,7 @@ import { stringify } from 'yaml';
 import { freePort } from '../support/service-process';
 import { PROMETHEUS_INSTALL, requireTool, run } from './tools';
 
-export interface PromResponse<T> {
+interface PromResponse<T> {
   status: 'success' | 'error';
   data: T;
   error?: string;
