@@ -107,21 +107,16 @@ async function spansAfterMarker(svc: ServiceProcess, collector: OtlpReceiver, pr
   return collector.waitForSpans((span) => span.traceId === marker.traceId);
 }
 
-/** The one span whose user_agent.original is `userAgent`, waited for: found whatever trace it is in. */
-async function spanWithUserAgent(collector: OtlpReceiver, userAgent: string): Promise<ReceivedSpan> {
-  const spans = (await collector.waitForSpans((s) => s.attributes['user_agent.original'] === userAgent)).filter(
-    (s) => s.attributes['user_agent.original'] === userAgent,
-  );
+/** The one span that `matches`, waited for. */
+async function onlySpan(collector: OtlpReceiver, matches: (span: ReceivedSpan) => boolean): Promise<ReceivedSpan> {
+  const spans = (await collector.waitForSpans(matches)).filter(matches);
   expect(spans).toHaveLength(1);
   return spans[0] as ReceivedSpan;
 }
-
-/** The one span of a traced request, waited for. */
-async function spanOf(collector: OtlpReceiver, traceId: string): Promise<ReceivedSpan> {
-  const [span] = spansOfTrace(await collector.waitForSpans((s) => s.traceId === traceId), traceId);
-  if (span === undefined) throw new Error(`no span of trace ${traceId}`);
-  return span;
-}
+/** The one span of a traced request; or the one whose user_agent.original is `userAgent`, whatever trace it is in. */
+const spanOf = (collector: OtlpReceiver, traceId: string): Promise<ReceivedSpan> => onlySpan(collector, (s) => s.traceId === traceId);
+const spanWithUserAgent = (collector: OtlpReceiver, userAgent: string): Promise<ReceivedSpan> =>
+  onlySpan(collector, (s) => s.attributes['user_agent.original'] === userAgent);
 
 // ---- self-metrics ----
 

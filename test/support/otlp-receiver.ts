@@ -16,9 +16,9 @@ import { bytesOf, fields, messages, varintOf } from '../../bench/otlp-protobuf.m
 type AttributeValue = string | number | boolean | null;
 type Attributes = Record<string, AttributeValue>;
 
-/** What the receiver makes of a span, whichever the encoding (the shape spansFromProtobuf builds). */
-export type ReceivedSpan = ReturnType<typeof spansFromProtobuf>[number];
-type ReceivedLogRecord = ReturnType<typeof logsFromProtobuf>[number];
+/** What the receiver makes of a span, whichever the encoding. */
+export type ReceivedSpan = ReturnType<typeof spansOf>[number];
+type ReceivedLogRecord = ReturnType<typeof logsOf>[number];
 
 /**
  * - ok: 200 with an empty body (an empty ExportTraceServiceResponse: full success)
@@ -50,12 +50,11 @@ interface ExportRequest {
   items: number;
 }
 
-/** What each signal's path records and how its two encodings decode. */
+/** What each signal's path records and how it decodes. */
 interface Signal<T> {
   received: T[];
   requests: ExportRequest[];
-  fromJson(body: Buffer): T[];
-  fromProtobuf(body: Buffer): T[];
+  decode(request: Message): T[];
 }
 
 export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}) {
@@ -65,8 +64,8 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
   const requests: ExportRequest[] = [];
   const logRequests: ExportRequest[] = [];
   const signals: Record<string, Signal<ReceivedSpan> | Signal<ReceivedLogRecord>> = {
-    '/v1/traces': { received: spans, requests, fromJson: spansFromJson, fromProtobuf: spansFromProtobuf },
-    '/v1/logs': { received: logs, requests: logRequests, fromJson: logsFromJson, fromProtobuf: logsFromProtobuf },
+    '/v1/traces': { received: spans, requests, decode: spansOf },
+    '/v1/logs': { received: logs, requests: logRequests, decode: logsOf },
   };
 
   const handle: RequestListener = (req, res) => {
@@ -78,7 +77,8 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
       }
       const contentType = req.headers['content-type'] ?? '';
       const raw = req.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body;
-      const decoded = contentType.startsWith('application/json') ? signal.fromJson(raw) : signal.fromProtobuf(raw);
+      const json = contentType.startsWith('application/json');
+      const decoded = signal.decode(json ? jsonMessage(JSON.parse(raw.toString('utf8')) as Record<string, unknown>) : protobufMessage(raw));
       signal.requests.push({ contentType, headers: req.headers, receivedAt: performance.now(), items: decoded.length });
       (signal.received as unknown[]).push(...decoded);
       if (receiver.mode === 'hang') return;
@@ -86,8 +86,8 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
         res.writeHead(errorStatus, { 'Content-Type': 'text/plain' }).end('collector unavailable');
         return;
       }
-      res.writeHead(200, { 'Content-Type': contentType.startsWith('application/json') ? 'application/json' : 'application/x-protobuf' });
-      res.end(contentType.startsWith('application/json') ? '{}' : undefined);
+      res.writeHead(200, { 'Content-Type': json ? 'application/json' : 'application/x-protobuf' });
+      res.end(json ? '{}' : undefined);
     });
   };
   const server: Server = tls === undefined ? createServer(handle) : createTlsServer(tls, handle);
@@ -145,179 +145,107 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-// ---- OTLP JSON (https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding) ----
-
-interface JsonKeyValue {
-  key: string;
-  value?: Record<string, unknown>;
-}
-interface JsonSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  traceState?: string;
-  name: string;
-  kind?: number;
-  attributes?: JsonKeyValue[];
-  droppedAttributesCount?: number;
-  status?: { code?: number; message?: string };
-  events?: Array<{ name: string; attributes?: JsonKeyValue[] }>;
-}
-/** The levels of an OTLP JSON export request: resource groups > scope groups > items (spans or log records). */
-interface JsonResourceGroup {
-  resource?: { attributes?: JsonKeyValue[] };
-  [scopes: string]: unknown;
-}
-interface JsonScopeGroup {
-  scope?: { name?: string };
-  [items: string]: unknown;
-}
-
-/** Each span or log record of an OTLP JSON request, with its scope's name and its resource; `keys` name the three levels. */
-function jsonItems(body: Buffer, [groups, scopes, items]: [string, string, string]): Array<{ item: unknown; scope: string; resource: Attributes }> {
-  const request = JSON.parse(body.toString('utf8')) as Record<string, JsonResourceGroup[] | undefined>;
-  return (request[groups] ?? []).flatMap((group) => {
-    const resource = jsonAttributes(group.resource?.attributes);
-    return ((group[scopes] ?? []) as JsonScopeGroup[]).flatMap((scoped) =>
-      ((scoped[items] ?? []) as unknown[]).map((item) => ({ item, scope: scoped.scope?.name ?? '', resource })),
-    );
-  });
-}
-
-function spansFromJson(body: Buffer): ReceivedSpan[] {
-  return jsonItems(body, ['resourceSpans', 'scopeSpans', 'spans']).map(({ item, scope, resource }) => {
-    const span = item as JsonSpan;
-    return {
-      traceId: span.traceId.toLowerCase(),
-      spanId: span.spanId.toLowerCase(),
-      parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
-      traceState: span.traceState ?? '',
-      name: span.name,
-      scope,
-      kind: span.kind ?? 0,
-      attributes: jsonAttributes(span.attributes),
-      droppedAttributesCount: span.droppedAttributesCount ?? 0,
-      status: { code: span.status?.code ?? 0, message: span.status?.message ?? '' },
-      events: (span.events ?? []).map((event) => ({ name: event.name, attributes: jsonAttributes(event.attributes) })),
-      resource,
-    };
-  });
-}
-
-function jsonAttributes(list: JsonKeyValue[] = []): Attributes {
-  const attributes: Attributes = {};
-  for (const { key, value = {} } of list) {
-    // int64 values are strings in OTLP JSON (JavaScript numbers lose precision past 2^53).
-    if ('intValue' in value) attributes[key] = Number(value.intValue);
-    else if ('stringValue' in value) attributes[key] = String(value.stringValue);
-    else if ('boolValue' in value) attributes[key] = Boolean(value.boolValue);
-    else if ('doubleValue' in value) attributes[key] = Number(value.doubleValue);
-    else attributes[key] = null; // arrays, maps and bytes: not needed by these tests
-  }
-  return attributes;
-}
-
-interface JsonLogRecord {
-  traceId?: string;
-  spanId?: string;
-  severityNumber?: number;
-  severityText?: string;
-  body?: Record<string, unknown>;
-  attributes?: JsonKeyValue[];
-}
-function logsFromJson(body: Buffer): ReceivedLogRecord[] {
-  return jsonItems(body, ['resourceLogs', 'scopeLogs', 'logRecords']).map(({ item, scope, resource }) => {
-    const record = item as JsonLogRecord;
-    return {
-      traceId: (record.traceId ?? '').toLowerCase(),
-      spanId: (record.spanId ?? '').toLowerCase(),
-      severityNumber: record.severityNumber ?? 0,
-      severityText: record.severityText ?? '',
-      body: typeof record.body?.stringValue === 'string' ? record.body.stringValue : null,
-      scope,
-      attributes: jsonAttributes(record.attributes),
-      resource,
-    };
-  });
-}
-
-// ---- OTLP protobuf (opentelemetry/proto/collector/{trace,logs}/v1/*_service.proto) ----
-// Fields are read by bench/otlp-protobuf.mjs, the reader the benchmark's OTLP sink uses too.
+// ---- decoding: one description of each message, read from either encoding ----
 
 /**
- * Each span or log record of an OTLP protobuf request, with its scope's name and its resource. Both
- * nest the same way: ExportTraceServiceRequest.resource_spans(1) and ExportLogsServiceRequest.resource_logs(1)
+ * A message of an export request, in either OTLP/HTTP encoding: protobuf fields are looked up by
+ * number (bench/otlp-protobuf.mjs, the reader the benchmark's OTLP sink uses too), OTLP/JSON fields
+ * by their camelCase name (https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding: ids in
+ * hex, int64 as strings, defaults omitted). Absent fields read as protobuf's defaults.
+ */
+interface Message {
+  has(number: number, name: string): boolean;
+  /** Lower-case hex, as in a traceparent header and in the log lines; "" when absent. */
+  id(number: number, name: string): string;
+  string(number: number, name: string): string;
+  int(number: number, name: string): number;
+  message(number: number, name: string): Message;
+  list(number: number, name: string): Message[];
+}
+
+function protobufMessage(bytes: Buffer): Message {
+  return {
+    has: (number) => fields(bytes).some((field) => field.number === number),
+    id: (number) => bytesOf(bytes, number).toString('hex'),
+    string: (number) => bytesOf(bytes, number).toString('utf8'),
+    int: (number) => Number(BigInt.asIntN(64, varintOf(bytes, number))),
+    message: (number) => protobufMessage(bytesOf(bytes, number)),
+    list: (number) => messages(bytes, number).map(protobufMessage),
+  };
+}
+
+function jsonMessage(object: Record<string, unknown>): Message {
+  return {
+    has: (_, name) => name in object,
+    id: (_, name) => ((object[name] ?? '') as string).toLowerCase(),
+    string: (_, name) => (object[name] ?? '') as string,
+    int: (_, name) => Number(object[name] ?? 0),
+    message: (_, name) => jsonMessage((object[name] ?? {}) as Record<string, unknown>),
+    list: (_, name) => ((object[name] ?? []) as Array<Record<string, unknown>>).map(jsonMessage),
+  };
+}
+
+/** AnyValue is a oneof: string_value(1), bool_value(2), int_value(3); doubles (fixed64), arrays, maps and bytes are not needed here. */
+function anyValue(value: Message): AttributeValue {
+  if (value.has(1, 'stringValue')) return value.string(1, 'stringValue');
+  if (value.has(2, 'boolValue')) return value.int(2, 'boolValue') !== 0;
+  if (value.has(3, 'intValue')) return value.int(3, 'intValue');
+  return null;
+}
+
+/** The KeyValue{key(1), value(2): AnyValue} fields numbered `number` of `message`. */
+function attributesOf(message: Message, number: number): Attributes {
+  return Object.fromEntries(message.list(number, 'attributes').map((kv) => [kv.string(1, 'key'), anyValue(kv.message(2, 'value'))]));
+}
+
+/**
+ * Each span or log record of a request, with its scope's name and its resource. Both nest the same way:
+ * ExportTraceServiceRequest.resource_spans(1) and ExportLogsServiceRequest.resource_logs(1)
  *   > {resource(1), scope_spans / scope_logs(2)} > {scope(1): InstrumentationScope{name(1)}, spans / log_records(2)}
  */
-function protobufItems(body: Buffer): Array<{ item: Buffer; scope: string; resource: Attributes }> {
-  return messages(body, 1).flatMap((group) => {
-    const resource = protobufAttributes(bytesOf(group, 1), 1);
-    return messages(group, 2).flatMap((scoped) => {
-      const scope = bytesOf(bytesOf(scoped, 1), 1).toString('utf8');
-      return messages(scoped, 2).map((item) => ({ item, scope, resource }));
+function itemsOf<T>(request: Message, [groups, scopes, items]: [string, string, string], item: (m: Message) => T) {
+  return request.list(1, groups).flatMap((group) => {
+    const resource = attributesOf(group.message(1, 'resource'), 1);
+    return group.list(2, scopes).flatMap((scoped) => {
+      const scope = scoped.message(1, 'scope').string(1, 'name');
+      return scoped.list(2, items).map((m) => ({ ...item(m), scope, resource }));
     });
   });
 }
 
-function spansFromProtobuf(body: Buffer) {
-  return protobufItems(body).map(({ item: span, scope, resource }) => {
-    const status = bytesOf(span, 15); // Status{message(2), code(3)}
+function spansOf(request: Message) {
+  return itemsOf(request, ['resourceSpans', 'scopeSpans', 'spans'], (span) => {
+    const status = span.message(15, 'status');
     return {
-      /** Lower-case hex, as in a traceparent header and in the log lines. */
-      traceId: bytesOf(span, 1).toString('hex'),
-      spanId: bytesOf(span, 2).toString('hex'),
+      traceId: span.id(1, 'traceId'),
+      spanId: span.id(2, 'spanId'),
       /** "" for a root span. */
-      parentSpanId: bytesOf(span, 4).toString('hex'),
+      parentSpanId: span.id(4, 'parentSpanId'),
       /** The W3C tracestate the span carries, "" for none. */
-      traceState: bytesOf(span, 3).toString('utf8'),
-      name: bytesOf(span, 5).toString('utf8'),
-      /** The name of the instrumentation scope that created the span, e.g. "@opentelemetry/instrumentation-http". */
-      scope,
+      traceState: span.string(3, 'traceState'),
+      name: span.string(5, 'name'),
       /** OTLP SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
-      kind: Number(varintOf(span, 6)),
-      attributes: protobufAttributes(span, 9),
+      kind: span.int(6, 'kind'),
+      attributes: attributesOf(span, 9),
       /** Attributes the SDK discarded (span attribute count limit). */
-      droppedAttributesCount: Number(varintOf(span, 10)),
+      droppedAttributesCount: span.int(10, 'droppedAttributesCount'),
       /** OTLP StatusCode: 0 unset, 1 ok, 2 error. */
-      status: { code: Number(varintOf(status, 3)), message: bytesOf(status, 2).toString('utf8') },
+      status: { code: status.int(3, 'code'), message: status.string(2, 'message') },
       /** Event{time_unix_nano(1), name(2), attributes(3)}: an exception is `exception` with exception.type, .message and .stacktrace. */
-      events: messages(span, 11).map((event) => ({ name: bytesOf(event, 2).toString('utf8'), attributes: protobufAttributes(event, 3) })),
-      resource,
+      events: span.list(11, 'events').map((event) => ({ name: event.string(2, 'name'), attributes: attributesOf(event, 3) })),
     };
   });
 }
 
-function logsFromProtobuf(body: Buffer) {
-  // LogRecord{severity_number(2), severity_text(3), body(5): AnyValue, attributes(6), trace_id(9), span_id(10)}
-  return protobufItems(body).map(({ item: record, scope, resource }) => {
-    const [bodyValue] = fields(bytesOf(record, 5));
-    return {
-      /** Lower-case hex; "" when the record was emitted outside a span. */
-      traceId: bytesOf(record, 9).toString('hex'),
-      spanId: bytesOf(record, 10).toString('hex'),
-      severityNumber: Number(varintOf(record, 2)),
-      severityText: bytesOf(record, 3).toString('utf8'),
-      /** The body when it is a string (pino's `msg`), else null. */
-      body: bodyValue?.number === 1 && 'bytes' in bodyValue ? bodyValue.bytes.toString('utf8') : null,
-      scope,
-      attributes: protobufAttributes(record, 6),
-      resource,
-    };
-  });
-}
-
-/** The KeyValue{key(1), value(2): AnyValue} fields numbered `number` of `message`. */
-function protobufAttributes(message: Buffer, number: number): Attributes {
-  const attributes: Attributes = {};
-  for (const keyValue of messages(message, number)) {
-    const key = bytesOf(keyValue, 1).toString('utf8');
-    // AnyValue is a oneof: string_value(1), bool_value(2), int_value(3, int64), double_value(4, fixed64: not decoded).
-    const [value] = fields(bytesOf(keyValue, 2));
-    if (value === undefined) attributes[key] = null;
-    else if (value.number === 1 && 'bytes' in value) attributes[key] = value.bytes.toString('utf8');
-    else if (value.number === 2 && 'varint' in value) attributes[key] = value.varint !== 0n;
-    else if (value.number === 3 && 'varint' in value) attributes[key] = Number(BigInt.asIntN(64, value.varint));
-    else attributes[key] = null;
-  }
-  return attributes;
+function logsOf(request: Message) {
+  return itemsOf(request, ['resourceLogs', 'scopeLogs', 'logRecords'], (record) => ({
+    /** "" when the record was emitted outside a span. */
+    traceId: record.id(9, 'traceId'),
+    spanId: record.id(10, 'spanId'),
+    severityNumber: record.int(2, 'severityNumber'),
+    severityText: record.string(3, 'severityText'),
+    /** pino's `msg`. */
+    body: anyValue(record.message(5, 'body')),
+    attributes: attributesOf(record, 6),
+  }));
 }
