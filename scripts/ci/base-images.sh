@@ -57,11 +57,8 @@ import_rootfs() {
   tar --numeric-owner -C "$rootfs" -c . | "$DOCKER" import "$@" - "$image" >/dev/null
 }
 
-# The CA bundle this machine's own Node trusts beyond its built-in roots, if any. Machines of this
-# kind reach the npm registry through a TLS-intercepting egress proxy whose CA is added locally
-# (Debian's /usr/local/share/ca-certificates, and NODE_EXTRA_CA_CERTS for Node). The build stages
-# run `npm ci` over that same network, so the build-stage stand-in trusts what the host trusts,
-# as a site's mirror of a base image would. The Dockerfile stays unaware of it.
+# The CA bundle this machine's Node trusts beyond its built-in roots, if any (a TLS-intercepting
+# egress proxy): the build stages' `npm ci` goes through it, the Dockerfile stays unaware of it.
 host_ca() {
   if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
     echo "$NODE_EXTRA_CA_CERTS"
