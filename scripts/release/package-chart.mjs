@@ -7,9 +7,7 @@
 //     --repository https://github.com/acme/product-service \
 //     --image-digest sha256:<64 hex> --destination dist/chart [--tag v1.2.3] [--helm .tools/bin/helm]
 //
-// The image is ghcr.io/<owner>/product-service (the owner in lower case, as GHCR names it), the
-// chart's OCI repository ghcr.io/<owner>/charts. Prints the package's path. Before it does, it
-// renders the package with no values and checks that the Deployment runs exactly that image.
+// Prints the package's path, once the package rendered with no values runs exactly that image.
 import { spawnSync } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
