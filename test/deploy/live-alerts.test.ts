@@ -38,10 +38,8 @@ const MEMORY_LIMIT = 384 * MIB;
 const LARGE_MEMORY_LIMIT = 4096 * MIB;
 const heapOf = (limit: number): string => `--max-old-space-size=${Math.floor((limit / MIB) * 0.6)} --max-semi-space-size=16`;
 const BURN_RATES = ['ProductServiceErrorBudgetBurnFast', 'ProductServiceErrorBudgetBurnSlow'];
-/** The alerts of the chart with its defaults: every one must fire. */
 const ALERTS = alertsOf(parseRules(renderRules({ release: RELEASE, namespace: 'default' }))).map((rule) => rule.alert ?? '');
 
-/** A pod of a namespace: the built service on its own ports, known to Prometheus under `name`. */
 interface Pod {
   readonly name: string;
   readonly env: Record<string, string>;
@@ -50,11 +48,9 @@ interface Pod {
   readonly service: ServiceProcess | FifoService;
 }
 
-/** What a namespace starts with. */
 interface Setup {
   /** kube-state-metrics reports the namespace's Deployment (one available replica) and this memory limit of its pod. */
   ksm?: number;
-  /** The tests' OTLP receiver collects the pods' spans. */
   collector?: boolean;
   /** POST /product requests a second, sent to the newest pod all along. */
   traffic?: number;
@@ -79,7 +75,6 @@ interface Scenario extends Setup {
   end: (space: Namespace) => unknown;
   /** Saturates a core: such scenarios take turns, two at once would starve every other process here. */
   heavy?: boolean;
-  /** Another alert the cause may fire too. */
   alsoFires?: string;
 }
 
@@ -275,7 +270,6 @@ const SCENARIOS: Record<string, Scenario> = {
     collector: true,
     traffic: 0.5,
     heavy: true,
-    // The exports that hang time out and fail.
     alsoFires: 'ProductServiceTelemetryExportFailing',
     cause: (space) => {
       const hung = space.answering('hang');
@@ -294,12 +288,11 @@ let prometheus: Prometheus;
 let ksm: KubeStateMetrics;
 let watcher: AlertWatcher;
 let devNull = -1;
-/** When every namespace had its healthy pod scraped and nothing was pending or firing: scenarios start after it. */
+/** Scenarios start once every namespace's healthy pod is scraped and no alert is pending or firing. */
 let quietSince = Infinity;
 const cleanups: Array<() => Promise<unknown>> = [];
 const running: Array<{ stop(): Promise<void> }> = [];
 
-/** Polls /api/v1/alerts every 250 ms and keeps every alert it saw pending or firing, with when and in which namespace. */
 class AlertWatcher {
   readonly sightings: Array<{ at: number; namespace: string; alert: string; state: ActiveAlert['state'] }> = [];
   private current: ActiveAlert[] = [];
@@ -316,7 +309,6 @@ class AlertWatcher {
     }
   }
 
-  /** Resolves with the moment `check` held; rejects after `timeoutMs`. */
   async until(check: (alerts: ActiveAlert[]) => boolean, timeoutMs: number, what: string): Promise<number> {
     await vi.waitFor(
       () => {
@@ -333,7 +325,6 @@ class AlertWatcher {
   }
 }
 
-/** POST /product at `perSecond` to the pod `target()` names at that moment, without waiting for answers, until stopped. */
 function traffic(perSecond: number, target: () => Pod): { stop(): Promise<void> } {
   const inFlight = new Set<Promise<unknown>>();
   const timer = setInterval(() => {
@@ -358,18 +349,15 @@ async function oneHeavyAtATime<T>(run: () => Promise<T>): Promise<T> {
   return mine;
 }
 
-/** A scenario's namespace: its pods, its scrape targets, its collector, what it waits for. */
 class Namespace {
   /** The pods Prometheus is told to scrape, by pod name (a restarted container keeps its pod's name). */
   private readonly scraped = new Map<string, Pod>();
   private readonly loads: Array<{ stop(): Promise<void> }> = [];
-  /** The pod traffic goes to: the newest one. */
   serving!: Pod;
   collector: OtlpReceiver | undefined;
 
   constructor(readonly name: string) {}
 
-  /** Starts a pod of the release (`node dist/main.js` with `env`) and makes it a scrape target; a restarted container keeps its pod's `name`. */
   async start(env: Record<string, string> = {}, stdout?: Setup['stdout'], name = `${JOB}-${randomBytes(4).toString('hex')}-${randomBytes(3).toString('hex')}`) {
     const otel: Record<string, string> =
       this.collector === undefined ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: this.collector.url, OTEL_BSP_SCHEDULE_DELAY: '200' };
@@ -389,13 +377,13 @@ class Namespace {
     return pod;
   }
 
-  /** Kills the pod's process (SIGKILL); it stays a scrape target, as a crashed container does. */
+  /** It stays a scrape target, as a crashed container does. */
   async kill(pod: Pod): Promise<void> {
     if ('close' in pod.service) await pod.service.close();
     else await pod.service.stop('SIGKILL');
   }
 
-  /** Kills the pod's process and starts it again on the same ports, as the kubelet restarts a container. */
+  /** On the same ports, as the kubelet restarts a container. */
   async restart(pod: Pod): Promise<Pod> {
     await this.kill(pod);
     return this.start({ ...pod.env, PORT: new URL(pod.baseUrl).port, METRICS_PORT: new URL(pod.metricsUrl).port }, undefined, pod.name);
@@ -406,13 +394,11 @@ class Namespace {
     this.writeTargets();
   }
 
-  /** Removes `pod` from the scrape targets; once Prometheus drops the target, the pod's series go stale. */
   unscrape(pod: Pod): void {
     this.scraped.delete(pod.name);
     this.writeTargets();
   }
 
-  /** The scrape targets of this namespace, for file-based discovery: one file per namespace, replaced whole. */
   private writeTargets(): void {
     const file = join(targetsDir, `${this.name}.json`);
     const targets = [...this.scraped.values()].map((pod) => ({ targets: [new URL(pod.metricsUrl).host], labels: { namespace: this.name, pod: pod.name } }));
@@ -432,7 +418,6 @@ class Namespace {
     });
   }
 
-  /** Waits until Prometheus has scraped the pod's current process (it reports the process' start time). */
   async scrapedOnce(pod: Pod): Promise<void> {
     const started = sampleValue(await scrape(pod.metricsUrl), 'process_start_time_seconds');
     await vi.waitFor(
@@ -444,11 +429,7 @@ class Namespace {
     );
   }
 
-  /**
-   * A rollout as the chart's Deployment makes it (surge first, never below the desired count): a
-   * pod with `env` starts and takes the traffic once it answers; once Prometheus has scraped it,
-   * the old pod is removed and stopped. Resolves with the moment the new pod took the traffic.
-   */
+  /** As the chart's Deployment rolls out: surge first, never below the desired count. */
   async rollout(env: Record<string, string>): Promise<number> {
     const old = this.serving;
     const next = await this.start(env);
@@ -460,12 +441,10 @@ class Namespace {
     return switched;
   }
 
-  /** Steady traffic to the newest pod, to the end of the suite. */
   serve(perSecond: number): void {
     running.push(traffic(perSecond, () => this.serving));
   }
 
-  /** autocannon against POST /product until stopLoads; `rate` caps the requests per second. */
   load(connections: number, rate?: number): void {
     const args = [
       '-c',
@@ -496,13 +475,11 @@ class Namespace {
     await Promise.all(this.loads.splice(0).map((load) => load.stop()));
   }
 
-  /** Makes the namespace's collector answer every export as `mode` says; returns the moment. */
   answering(mode: ReceiverMode): number {
     (this.collector as OtlpReceiver).mode = mode;
     return Date.now();
   }
 
-  /** Waits until `alert` (of `slo`, for the burn rates) fires, or is neither pending nor firing; resolves with the seconds since `since`. */
   async fired(alert: string, since: number, slo?: string): Promise<number> {
     const at = await watcher.until(
       (active) => active.some((a) => this.matches(a, alert, slo) && a.state === 'firing'),
@@ -521,7 +498,6 @@ class Namespace {
     return active.labels.namespace === this.name && active.labels.alertname === alert && (slo === undefined || active.labels.slo === slo);
   }
 
-  /** The alerts that fired in this namespace since every namespace was quiet. */
   firedHere(): string[] {
     const names = watcher.sightings.filter((s) => s.namespace === this.name && s.state === 'firing' && s.at >= quietSince).map((s) => s.alert);
     return [...new Set(names)].sort();
