@@ -60,7 +60,6 @@ describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => 
     startsAt: new Date().toISOString(),
   });
 
-  /** Posts `alerts` and returns what Alertmanager says of each once it has them all. */
   async function post(alerts: Array<ReturnType<typeof alert>>): Promise<AlertStatus[]> {
     const response = await fetch(`${url}/api/v2/alerts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(alerts) });
     expect(response.status).toBe(200);

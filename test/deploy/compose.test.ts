@@ -5,10 +5,7 @@ import { parse, parseDocument } from 'yaml';
 import { ROOT } from '../support/paths';
 import { COMPOSE, DASHBOARD, DEPLOY_RULES, PROMETHEUS_INSTALL, alertsOf, readRules, requireTool, run } from './tools';
 
-// No image can be pulled on these machines, so the local stack is proven without running it:
-// Compose resolves the file, every mounted config file parses, promtool validates Prometheus'
-// config (and the rule file it loads, rendered from the chart), and the files agree with each
-// other (ports, hosts, uids, the job and namespace the rules select, the dashboard they link to).
+// No image can be pulled on these machines, so the local stack is proven without running it.
 
 interface ComposeService {
   image?: string;
@@ -21,7 +18,6 @@ interface ComposeService {
 }
 
 const DEPLOY = join(ROOT, 'deploy');
-// The chart's dashboard directory, which Grafana provisions as it is.
 const CHART_DASHBOARDS = join(ROOT, 'helm', 'product-service', 'files', 'dashboards');
 const filesUnder = (path: string): string[] => (statSync(path).isDirectory() ? readdirSync(path).flatMap((name) => filesUnder(join(path, name))) : [path]);
 
@@ -34,7 +30,6 @@ function parseYamlFile(path: string): unknown {
 
 describe('local stack (deploy/compose.yaml)', () => {
   let services: Record<string, ComposeService> = {};
-  /** Host file (or directory) mounted at a container path, per service. */
   const mounts = (service: string): Array<{ source: string; target: string }> =>
     (services[service]?.volumes ?? []).map((volume) => {
       const [source = '', target = ''] = volume.split(':');

@@ -4,16 +4,13 @@ import { REFUSAL_REASONS } from '../../src/http/connections';
 import { DASHBOARD, allPanels, loadDashboard, promTargets, type Dashboard, type Panel } from './tools';
 
 // Static checks of the chart's dashboard (helm/product-service/files/dashboards/product-service.json,
-// which the compose stack provisions too): that it imports into any Grafana with any Prometheus
-// (data sources are variables), that every query is filtered by the job, namespace, pod and
-// instance variables and uses $__rate_interval, and that every panel says what it measures. The
-// queries themselves are run against a real Prometheus in live-prometheus.test.ts.
+// which the compose stack provisions too); its queries run against a real Prometheus in
+// live-prometheus.test.ts.
 const dashboard = loadDashboard();
 const text = readFileSync(DASHBOARD, 'utf8');
 const panels = allPanels(dashboard) as Array<Panel & { description?: string; gridPos: { x: number; y: number; w: number; h: number } }>;
 const variable = (name: string) => dashboard.templating.list.find((v) => v.name === name);
 const titled = (title: string) => panels.find((panel) => panel.title.startsWith(title));
-/** The panels of the row whose title starts with `title`. */
 function inRow(title: string): typeof panels {
   const start = panels.findIndex((panel) => panel.type === 'row' && panel.title.startsWith(title));
   const end = panels.findIndex((panel, i) => i > start && panel.type === 'row');
@@ -27,7 +24,6 @@ const OUR_PODS = `and on (namespace, pod) up{${SERVICE}}`;
 // Series the rules write (recording rules, ALERTS) belong to a job and namespace, not to a pod.
 const JOB_NAMESPACE = 'job=~"$job", namespace=~"$namespace"';
 
-/** Every object under a "datasource" key, anywhere in the JSON (panels, targets, variables, annotations). */
 function datasourceRefs(node: unknown, found: unknown[] = []): unknown[] {
   if (Array.isArray(node)) node.forEach((item) => datasourceRefs(item, found));
   else if (node !== null && typeof node === 'object') {
@@ -83,10 +79,7 @@ describe('Grafana dashboard', () => {
   const targets = promTargets(dashboard);
   it('has PromQL targets', () => expect(targets.length).toBeGreaterThan(30));
 
-  /**
-   * Checks a query's filters and ranges. Panels filter the service's own series down to the
-   * selected pods and instances; annotations mark the whole job and namespace.
-   */
+  /** Panels filter down to the selected pods and instances; annotations mark the whole job and namespace. */
   function checkQuery(expr: string, service = SERVICE): void {
     // Every range (after a selector or a subquery) is $__rate_interval, so rate/increase/changes
     // follow the scrape interval.

@@ -9,7 +9,6 @@
 export const ALPHANUMS = 'bcdfghjklmnpqrstvwxz2456789';
 const MAX_GENERATED_NAME_LENGTH = 63 - 5;
 
-/** A pod-template-hash from the template's 32-bit hash. */
 const podTemplateHash = (hash32: number): string => String(hash32).replace(/\d/g, (digit) => ALPHANUMS.charAt(digit.charCodeAt(0) % ALPHANUMS.length));
 
 /** The 32-bit hash a pod-template-hash encodes, or undefined when no 32-bit hash encodes to it. */

@@ -1,12 +1,6 @@
 // Every alert the chart renders, seen firing from the real service and resolving once its cause is
-// gone; and, with no fault, none. One real Prometheus (scrapes and evaluations every second) loads
-// the rules exactly as the chart renders them, with the `for`s and windows of live-alerts.values.yaml.
-// Each scenario of the table below is a namespace of its own, with rules rendered for it, so the
-// scenarios run side by side without seeing each other. Every namespace starts with a healthy pod of
-// the built service (`node dist/main.js`), scraped and quiet; then its scenario makes it fail for
-// real, as a game day would, and ends the failure. Prometheus finds the pods through file-based
-// discovery, so a scenario adds and removes pods as Kubernetes would; kube-state-metrics' series
-// come from a stand-in (kube-state-metrics.ts).
+// gone; and, with no fault, none. Each scenario gets a namespace of its own, with rules rendered for
+// it, so the scenarios run side by side without seeing each other.
 //
 // With LIVE_ALERTS_WRITE=1 (`npm run docs:alerts`) the suite writes how long each alert took to fire
 // and to resolve into docs/runbook.md; otherwise it only prints them, so CI never rewrites the docs.
@@ -61,11 +55,7 @@ interface Setup {
   stdout?: 'fifo' | 'discard';
 }
 
-/**
- * A row (or two, for the burn rates' pair) of the table: `cause` makes `alerts` fire, `end` ends the
- * cause. Each may return the moment it acted (the fire and resolve times count from it); otherwise
- * they count from its call.
- */
+/** `cause` and `end` may return the moment they acted, which the fire and resolve times count from. */
 interface Scenario extends Setup {
   alerts: string[];
   slo?: string;

@@ -10,12 +10,8 @@ import { startService, VERSION, type ServiceProcess } from '../support/service-p
 import { PROMETHEUS_WAIT, startPrometheus, type Prometheus, type RuleState, type Sample } from './prometheus';
 import { PROMETHEUS_INSTALL, interpolate, loadDashboard, parseRules, promTargets, renderRules, requireTool, run, type Dashboard } from './tools';
 
-// The whole observability path on real parts: the built service (started as in production,
-// `node dist/main.js`) exports spans to an OTLP/HTTP receiver standing in for the collector
-// (test/support/otlp-receiver.ts); a real Prometheus scrapes its /metrics (OpenMetrics, exemplars
-// kept) with the alert and recording rules loaded as the chart renders them for a release whose
-// job is the scrape's, while this test sends traffic. Then every dashboard query runs against
-// that Prometheus.
+// The whole observability path on real parts, the built service scraped by a real Prometheus with
+// the chart's rules, then every dashboard query run against that Prometheus.
 
 const JOB = 'product-service';
 const NAMESPACE = 'test';

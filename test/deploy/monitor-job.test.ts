@@ -1,12 +1,7 @@
 // The job the chart's ServiceMonitor and PodMonitor give their targets, proven in a real Prometheus.
 // No Prometheus Operator runs here, so this test writes the scrape configs it would generate from
 // the rendered monitors, for the labels that decide the job (as its pkg/prometheus/promcfg.go
-// writes them): namespace, service and pod from the discovered target, job from the Service's name
-// (ServiceMonitor) or `<namespace>/<PodMonitor name>` (PodMonitor), the endpoint label, then the
-// endpoint's own relabelings, converted field by field. A real Prometheus runs those configs against
-// the running service with the chart's rules for the release loaded: the targets carry the job the
-// rules and the dashboard select, and the rules' series come out for them. A third config, the
-// ServiceMonitor without the chart's relabeling, shows the job the operator would have given.
+// writes them).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

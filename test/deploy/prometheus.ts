@@ -40,18 +40,13 @@ export interface Prometheus {
   readonly url: string;
   api<T>(path: string, params?: Record<string, string>): Promise<PromResponse<T>>;
   query(expr: string): Promise<PromResponse<{ resultType: string; result: Sample[] }>>;
-  /** The alerts pending or firing now. */
   alerts(): Promise<ActiveAlert[]>;
   /** What Prometheus logged (warnings and errors), for failure messages. */
   log(): string;
   stop(): Promise<void>;
 }
 
-/**
- * Writes `config` (a prometheus.yml as an object; scrapes and evaluations every second unless it
- * says otherwise) into `dir`, checks it with promtool, starts Prometheus on it with its data in
- * `dir`, and resolves once Prometheus answers queries.
- */
+/** Scrapes and evaluations run every second unless `config` says otherwise; resolves once Prometheus answers queries. */
 export async function startPrometheus(dir: string, config: Record<string, unknown>, flags: string[] = []): Promise<Prometheus> {
   const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
   const promtool = requireTool('promtool', PROMETHEUS_INSTALL);

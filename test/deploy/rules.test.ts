@@ -1,7 +1,5 @@
 // The alert and recording rules as the chart renders them (helm/product-service/templates/prometheusrule.yaml,
-// their one source): promtool checks and unit-tests them (test/deploy/rules/*.test.yaml, each on the
-// rules rendered with the chart's defaults or with the values file beside it), the compose stack's
-// rule file is what the chart renders, and every alert links to its runbook section and the dashboard.
+// their one source).
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -26,12 +24,10 @@ interface RuleTestFile {
 }
 
 const TESTS_DIR = join(ROOT, 'test', 'deploy', 'rules');
-// The release the unit tests' series belong to.
 const RELEASE = { release: 'products', namespace: 'shop' };
 // A release name of 51 characters (Helm allows 53): its Deployment name is cut to 63, and so its
 // pods' generated names hold no more than the first 58 characters of that.
 const LONG_RELEASE = { release: 'catalogue-search-indexer-eu-west-1-production-green', namespace: 'shop' };
-// The unit-test files whose series belong to another release than RELEASE.
 const RELEASE_OF: Record<string, typeof RELEASE> = { 'pods-long-release.test.yaml': LONG_RELEASE };
 const RUNBOOK_URL = 'https://github.com/example-org/product-service/blob/main/docs/runbook.md';
 const ALERTS = [
@@ -88,7 +84,6 @@ describe('alert and recording rules rendered from the chart', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  /** Writes the rules rendered with `values` and `set` beside a copy of the unit-test file, and runs promtool on it. */
   function promtoolTest(testFile: string, values: string[], set: string[] = [], release = RELEASE) {
     const work = mkdtempSync(join(dir, 'case-'));
     writeFileSync(join(work, 'rules.yaml'), renderRules({ ...release, values, set }));
@@ -179,7 +174,7 @@ describe('alert and recording rules rendered from the chart', () => {
           own,
         ).toContain(pod);
       }
-      // The name pattern the rules used before finds the long release's pods no more.
+      // A `<job>-<hash>-<suffix>` pattern misses the long release's pods.
       const pattern = new RegExp(`^${job}-[a-z0-9]+-[a-z0-9]+$`);
       expect([...releasePods].some((pod) => pattern.test(pod))).toBe(test.release === RELEASE);
     },

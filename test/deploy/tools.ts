@@ -13,7 +13,6 @@ export const RUNBOOK = join(ROOT, 'docs', 'runbook.md');
 export const COMPOSE = join(ROOT, 'deploy', 'compose.yaml');
 const RENDER_RULES = join(ROOT, 'scripts', 'render-rules.mjs');
 
-/** A Prometheus rule file's parts the tests read. */
 export interface Rule {
   alert?: string;
   record?: string;
@@ -26,10 +25,7 @@ export interface RuleFile {
   groups: Array<{ name: string; interval?: string; rules: Rule[] }>;
 }
 
-/**
- * The chart's rules for a release, as a plain Prometheus rule file (scripts/render-rules.mjs runs
- * `helm template`): values files and --set pairs on top of the chart's defaults.
- */
+/** Values files and --set pairs go on top of the chart's defaults (scripts/render-rules.mjs runs `helm template`). */
 export function renderRules(options: { release: string; namespace: string; values?: string[]; set?: string[] }): string {
   const args = [RENDER_RULES, '--stdout', '--release', options.release, '--namespace', options.namespace];
   for (const file of options.values ?? []) args.push('--values', file);
@@ -70,7 +66,6 @@ export function run(
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-// The parts of a Grafana dashboard these tests read.
 interface DatasourceRef {
   type?: string;
   uid?: string;
