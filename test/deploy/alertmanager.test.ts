@@ -1,7 +1,5 @@
 // The inhibit_rules shipped in deploy/alertmanager/alertmanager.yml, run in a real Alertmanager
-// (Debian's prometheus-alertmanager, installed by scripts/ci/install-prometheus.sh): alerts shaped as
-// the chart's rules raise them are posted to its API, and /api/v2/alerts says which are suppressed,
-// and by what.
+// (Debian's prometheus-alertmanager, installed by scripts/ci/install-prometheus.sh).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';

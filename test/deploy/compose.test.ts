@@ -96,7 +96,6 @@ describe('local stack (deploy/compose.yaml)', () => {
     const job = parsed.scrape_configs.find((scrape) => scrape.job_name === 'product-service') as
       { job_name: string; static_configs: Array<{ targets: string[]; labels: Record<string, string> }> } | undefined;
     expect(job?.static_configs[0]?.targets).toEqual(['product-service:9464']);
-    // The scrape's job and namespace are the ones the rules select.
     const selector = `job="${job?.job_name ?? ''}", namespace="${job?.static_configs[0]?.labels.namespace ?? ''}"`;
     for (const rule of alertsOf(readRules(DEPLOY_RULES)).filter((r) => r.expr.includes('up{'))) expect(rule.expr, rule.alert).toContain(`up{${selector}}`);
   });

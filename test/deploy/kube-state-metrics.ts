@@ -1,7 +1,5 @@
-// A stand-in for kube-state-metrics: the series of it that the chart's rules read, for the pods and
-// Deployments a test says exist, served over HTTP for the test's Prometheus to scrape. No Kubernetes
-// API runs here (see the chart tests), so the test plays the kubelet's part: it sets what
-// kube-state-metrics would report about the processes it starts and stops.
+// A stand-in for kube-state-metrics: the series of it that the chart's rules read. No Kubernetes
+// API runs here (see the chart tests), so the test sets what it would report.
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,10 +13,7 @@ export interface KubeStateMetrics {
   readonly target: string;
   /** kube_deployment_status_replicas_available of a Deployment. */
   setAvailableReplicas(namespace: string, deployment: string, replicas: number): void;
-  /**
-   * A pod whose service container has the memory limit `memoryLimit` (kube_pod_container_resource_limits)
-   * and has not restarted (kube_pod_container_status_restarts_total at 0); called again, changes the limit.
-   */
+  /** kube_pod_container_resource_limits, and kube_pod_container_status_restarts_total at 0; called again, changes the limit. */
   addPod(namespace: string, pod: string, memoryLimit: number): void;
   close(): Promise<void>;
 }

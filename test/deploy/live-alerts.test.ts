@@ -551,7 +551,7 @@ describe('every alert the chart renders, fired by the real service', () => {
       writeFileSync(rules, renderRules({ release: RELEASE, namespace: name, values: [join(__dirname, 'live-alerts.values.yaml'), values] }));
       return rules;
     });
-    // Every namespace's healthy pod, before Prometheus starts: each is scraped from its first evaluation on.
+    // Before Prometheus starts, so each pod is scraped from its first evaluation on.
     // Four at a time: more services starting at once on two busy cores miss their start timeout.
     // allSettled: a start that fails must not leave the others running unrecorded for afterAll.
     const namespaces = Object.entries(NAMESPACES);

@@ -233,8 +233,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
         expect({ name: rule.name, state: rule.state, alerts: rule.alerts }).toEqual({ name: rule.name, state: 'inactive', alerts: [] });
     }
     expect(await prom().alerts()).toEqual([]);
-    // The SLO recording rules match this job: no POST /product answered 5xx, none slower than
-    // the latency threshold or given up.
+    // The SLO recording rules match this job.
     const ratio = await prom().query(`job_namespace:product_service_slo_errors:ratio_rate5m{job="${JOB}", namespace="${NAMESPACE}"}`);
     expect(ratio.data.result.map((sample) => [sample.metric.slo, sample.value[1]]).sort()).toEqual([
       ['availability', '0'],

@@ -17,10 +17,7 @@ const NAMESPACE = 'shop';
 const JOB = 'products-product-service';
 const RULES = ['--set', 'monitoring.prometheusRule.enabled=true'];
 
-/**
- * The Prometheus relabel_config the operator writes for a monitor's relabeling (generateRelabelConfig):
- * the same fields in snake case (a field Prometheus does not know fails promtool check config), the action in lower case.
- */
+/** As generateRelabelConfig writes it: snake case (promtool check config fails an unknown field), the action in lower case. */
 const toPrometheus = (relabeling: IRelabelConfig): Record<string, unknown> =>
   Object.fromEntries(
     Object.entries(relabeling).map(([key, value]) => [
@@ -80,7 +77,6 @@ beforeAll(async () => {
       operator: [{ target_label: 'job', replacement: `${NAMESPACE}/${podMonitor.metadata?.name ?? ''}` }],
       endpoint: must(pmEndpoint, 'PodMonitor endpoint'),
     },
-    // The same ServiceMonitor without the chart's relabeling (its first).
     'serviceMonitor-without-the-chart-relabeling': {
       meta: { __meta_kubernetes_service_name: metricsService, __meta_kubernetes_pod_name: `${JOB}-default` },
       operator: serviceMonitorJob,

@@ -48,10 +48,7 @@ const ALERTS = [
   'ProductServiceLogLinesDropped',
 ];
 
-/**
- * The unit-test files, each once per values file its rules are rendered with (`<name>.values.yaml`,
- * or one run each for `<name>.<variant>.values.yaml`), or with the chart's defaults if it has none.
- */
+/** Each unit-test file runs once per `<name>.values.yaml` or `<name>.<variant>.values.yaml`, else on the chart's defaults. */
 const files = readdirSync(TESTS_DIR).sort();
 const unitTests = files
   .filter((name) => name.endsWith('.test.yaml'))
@@ -121,9 +118,8 @@ describe('alert and recording rules rendered from the chart', () => {
   });
 
   // Alertmanager routes and silences, and the dashboard's alert table, select the release by its job
-  // and namespace, also on the alerts aggregated by pod. With those static labels, an alert would
-  // pass another release's series off as its own: every selector of the service's series, and every
-  // recorded series an alert reads, names them exactly. Pods are found through their owners, never by name.
+  // and namespace, so an alert reading another release's series would pass them off as its own.
+  // Pods are found through their owners, never by name.
   it.each([
     ['products', RELEASE, 'products-product-service'],
     ['a 51-character release name', LONG_RELEASE, 'catalogue-search-indexer-eu-west-1-production-green-product-ser'],
@@ -165,7 +161,6 @@ describe('alert and recording rules rendered from the chart', () => {
         if (deployment === job) releasePods.add(pod);
       }
       expect(releasePods.size, `no pod of Deployment ${job}`).toBeGreaterThan(0);
-      // Every series of the service names a pod of one of the Deployment's ReplicaSets.
       const replicaSets = [...deploymentOf].filter(([, deployment]) => deployment === job).map(([replicaSet]) => replicaSet ?? '');
       for (const own of series.filter((s) => s.includes(`job="${job}"`))) {
         const pod = /pod="([^"]*)"/.exec(own)?.[1] ?? '';

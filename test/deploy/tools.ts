@@ -118,10 +118,7 @@ export function promTargets(dashboard: Dashboard): Array<{ panel: Panel; target:
   );
 }
 
-/**
- * Fills the dashboard variables in as Grafana does before it sends a query. `values` gives the
- * regex each filter variable becomes (".*" is Grafana's "All" here, see allValue).
- */
+/** As Grafana does before it sends a query; `values` are the filter variables' regexes (".*" is "All", see allValue). */
 export function interpolate(expr: string, values: Record<string, string>, rateInterval: string): string {
   return expr.replace(/\$__rate_interval/g, rateInterval).replace(/\$\{?(\w+)\}?/g, (whole, name: string) => values[name] ?? whole);
 }
