@@ -81,8 +81,7 @@ describe('Grafana dashboard', () => {
 
   /** Panels filter down to the selected pods and instances; annotations mark the whole job and namespace. */
   function checkQuery(expr: string, service = SERVICE): void {
-    // Every range (after a selector or a subquery) is $__rate_interval, so rate/increase/changes
-    // follow the scrape interval.
+    // $__rate_interval, so that rate/increase/changes follow the scrape interval.
     for (const range of expr.matchAll(/[})]\[([^\]]*)\]/g)) expect(range[1]).toBe('$__rate_interval');
     if (/\b(rate|increase|changes)\(/.test(expr)) expect(expr).toContain('[$__rate_interval]');
     // Every metric is read through a selector, never bare (a bare name would ignore the filters).

@@ -396,11 +396,7 @@ class Namespace {
     renameSync(`${file}.tmp`, file);
   }
 
-  /**
-   * Waits until Prometheus no longer scrapes `pod` (discovery applies changes within seconds). A pod
-   * stopped before that is a target that fails its scrapes; Kubernetes avoids it in a rollout by
-   * keeping the old pod serving while it leaves the endpoints (the chart's SHUTDOWN_DELAY).
-   */
+  /** A pod stopped before it is dropped fails its scrapes; in a rollout the chart's SHUTDOWN_DELAY avoids that. */
   async dropped(pod: Pod): Promise<void> {
     await vi.waitFor(async () => expect((await prometheus.query(`up{job="${JOB}", namespace="${this.name}", pod="${pod.name}"}`)).data.result).toEqual([]), {
       ...PROMETHEUS_WAIT,
@@ -494,11 +490,7 @@ class Namespace {
   }
 }
 
-/**
- * The runbook's walk from the dashboard to a failing request: an exemplar of the latency heatmap
- * (the dashboard's own query) on a 500 leads to a trace whose server span failed, and to the
- * pod's log lines of that trace, which say the failure was injected.
- */
+/** The runbook's walk from the dashboard's latency heatmap to a failing request's trace and log lines. */
 async function followAnExemplar(space: Namespace): Promise<void> {
   const heatmap = promTargets(loadDashboard()).find(({ panel }) => panel.title === 'POST /product latency heatmap');
   const expr = interpolate(heatmap?.expr ?? '', { job: JOB, namespace: space.name, pod: '.*', instance: '.*' }, '1m');
