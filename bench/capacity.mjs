@@ -92,13 +92,11 @@ const PAUSE_SECONDS = 2;
 /** The HPA should reach its target this far below the capacity at the request (time to schedule and start pods). */
 const HPA_HEADROOM = 0.8;
 
-/** A Kubernetes CPU quantity in CPUs ("100m" -> 0.1, "1" -> 1). */
 function cpuQuantity(q) {
   const s = String(q);
   return s.endsWith('m') ? Number(s.slice(0, -1)) / 1000 : Number(s);
 }
 
-/** A Kubernetes memory quantity in bytes ("384Mi" -> 402653184). */
 function byteQuantity(q) {
   const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(q));
   if (!m) throw new Error(`cannot read the memory quantity ${q}`);
@@ -106,7 +104,6 @@ function byteQuantity(q) {
   return Math.round(Number(m[1]) * unit);
 }
 
-/** A command's stdout; throws with its stderr. */
 function command(cmd, argv) {
   const r = spawnSync(cmd, argv, { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (r.error) throw r.error;
@@ -233,7 +230,6 @@ function dockerFlags(chart, cpus) {
   return flags.filter(Boolean).flatMap((flag) => flag.split(' '));
 }
 
-/** The image's id and revision label, or an error that says how to build it. */
 function imageInfo(image) {
   let inspect;
   try {
@@ -246,14 +242,12 @@ function imageInfo(image) {
   return { id: inspect.Id, created: inspect.Created, revision: inspect.Config?.Labels?.['org.opencontainers.image.revision'] };
 }
 
-/** The container's state: running, OOM-killed, exit code. */
 function containerState(id) {
   const state = JSON.parse(docker(['inspect', '--format', '{{json .State}}', id]));
   return { running: state.Running, oomKilled: state.OOMKilled, exitCode: state.ExitCode, pid: state.Pid };
 }
 
 const readNumber = (file) => Number(fs.readFileSync(file, 'utf8').trim());
-/** A `key value` per line file (cpu.stat, memory.stat) as an object. */
 const readKeyed = (file) =>
   Object.fromEntries(
     fs
@@ -274,7 +268,6 @@ const readKeyed = (file) =>
  */
 function containerCounters(pid) {
   const lines = cgroupLines(pid);
-  /** The directory of `controller` (v1) that holds `file`. */
   const v1 = (controller, file) => {
     for (const line of lines) {
       const [, controllers = '', rel = ''] = /^\d+:([^:]*):(.*)$/.exec(line) ?? [];
@@ -311,7 +304,6 @@ function containerCounters(pid) {
   throw new Error(`no cgroup counters of the container (process ${pid}) under /sys/fs/cgroup: the Docker engine must run on this kernel`);
 }
 
-/** The lines of /proc/PID/cgroup, or none when the process is not visible from here. */
 function cgroupLines(pid) {
   try {
     return fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
@@ -501,7 +493,6 @@ async function runRamp(chart, setting, sink, index) {
   return ramp;
 }
 
-/** docker stop with the pod's grace period; the container's exit code and OOM flag, then removes it. */
 async function stopContainer(c, chart) {
   let state = containerState(c.id);
   if (state.running) {
@@ -583,7 +574,6 @@ function hpaSummary(ramps, chart, rows) {
   };
 }
 
-/** "0.1 CPU (the chart's request, 100m)" and the like. */
 function settingLabel(cpus, chart) {
   return chart.requestCpus !== undefined && Math.abs(cpus - chart.requestCpus) < 1e-9 ? `${cpus} (the chart's request, ${chart.requestCpu})` : String(cpus);
 }
@@ -651,7 +641,6 @@ function markdown(result, chart) {
   return lines.join('\n') + '\n';
 }
 
-/** The CPU settings of --cpus, each `{cpus, label}`: numbers of CPUs, `request` the chart's. */
 function settingsOf(chart) {
   const settings = opts.cpus.map((entry) => {
     if (entry === 'request') {
@@ -667,7 +656,6 @@ function settingsOf(chart) {
   return [...new Set(settings)].map((cpus) => ({ cpus, label: `${settingLabel(cpus, chart)} CPU` }));
 }
 
-/** Writes capacity.json and capacity.md; a full run (or --render of it) also writes the block of docs/performance.md. */
 function publish(result, chart, file = path.join(opts.out, 'capacity.json')) {
   const md = markdown(result, chart);
   fs.mkdirSync(path.dirname(file), { recursive: true });
