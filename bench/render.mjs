@@ -112,7 +112,6 @@ function goalTable({ goals }) {
   return lines;
 }
 
-/** The whole Markdown of a result (its `goals` already computed). */
 export function markdown(result) {
   const { meta, summary, rate, soak, startups } = result;
   const m = meta.machine;

@@ -50,7 +50,6 @@ const { values: args } = parseArgs({
 const smoke = Boolean(args.smoke);
 if (args['against-env'] && !args.against) throw new Error('--against-env needs --against DIR');
 
-/** --against-env's `NAME=value NAME=value` as variables; anything else is refused. */
 function envPairs(text = '') {
   return Object.fromEntries(
     text
@@ -108,7 +107,6 @@ async function interleaved(rounds, names, label, measure, check = () => {}) {
   return samples;
 }
 
-/** Start-up samples, closed-loop rounds, fixed-rate rounds and soaks, in that order. */
 async function measureAll(all, sink) {
   const exitedCleanly = (s, what) => {
     if (s.exit.code !== 0) note(`${what}: exit ${JSON.stringify(s.exit)} after SIGTERM (see ${path.relative(ROOT, logDir)})`);

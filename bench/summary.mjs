@@ -2,10 +2,8 @@
 // round (the same round ran under the same machine conditions) and then medianed, and the goals.
 import { AGAINST, max, median, min } from './lib.mjs';
 
-/** The configuration every CPU ratio is taken against. */
 const BASE = 'plain-http';
 
-/** cpuUsPerRequest(name) / cpuUsPerRequest(base) in each round both ran. */
 function ratiosPerRound(samples, name, base) {
   const ratios = [];
   for (const s of samples.filter((x) => x.config === name)) {

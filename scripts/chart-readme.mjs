@@ -69,7 +69,6 @@ function documentedKeys() {
   return found;
 }
 
-/** Leaf values: scalars, lists and empty maps. */
 function leaves(node, path = []) {
   if (isMap(node) && Object.keys(node).length > 0) {
     return Object.entries(node).flatMap(([k, v]) => leaves(v, [...path, k]));

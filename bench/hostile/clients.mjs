@@ -46,7 +46,6 @@ export function rawExchange(port, payload, { waitMs = 2000 } = {}) {
   return ended;
 }
 
-/** Every complete HTTP/1.x response in `raw`, in order (interim 1xx answers included). */
 export function parseResponses(raw) {
   const out = [];
   let at = 0;

@@ -94,7 +94,6 @@ const ms = (x) => (Number.isFinite(x) ? `${x < 10 ? x.toFixed(1) : Math.round(x)
 /** Runs a load worker (workers.mjs) on the load core, away from this harness's probes and samplers; resolves the JSON it prints. */
 export const runWorker = (kind, options) => runJson('HOSTILE_WORKER', NODE, [WORKERS, kind, JSON.stringify(options)]);
 
-/** How often each value occurs: {value: count}. */
 export const tally = (xs) => xs.reduce((acc, x) => ({ ...acc, [x]: (acc[x] ?? 0) + 1 }), {});
 
 /** "166020× 201, 9× ECONNRESET": counts as a table cell. */
@@ -103,7 +102,6 @@ export const countsText = (counts) =>
     .map(([k, v]) => `${v}× ${k}`)
     .join(', ');
 
-/** A worker's answers and errors by kind. */
 export const statusText = (load) => countsText({ ...load.statuses, ...load.errors }) || 'nothing';
 
 /** Runs one class with its own services; a class that throws or hangs is one FAILED row, and the run goes on. */

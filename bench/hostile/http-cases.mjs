@@ -120,7 +120,6 @@ async function openMany(port, n, first, from) {
   return all;
 }
 
-/** The status of a connection's first answer. */
 const firstStatus = (c) => (c.answer ? (parseResponses(c.answer)[0]?.status ?? 'garbled') : 'none');
 
 /**
