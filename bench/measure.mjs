@@ -4,10 +4,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { checkResponses, closedLoad, cpuMicros, cpuSplit, max, openLoad, rssMb, scrapeSdkCounters, startServer, withRssSampling } from './lib.mjs';
 
-/**
- * Starts `name`, runs `measure(server)`, and stops the server whether or not it succeeded. The
- * sample is what `measure` returned plus the server's exit after SIGTERM.
- */
 async function withServer(name, config, measure) {
   const server = await startServer(name, config);
   let sample;
@@ -20,15 +16,11 @@ async function withServer(name, config, measure) {
   return { ...sample, exit: await server.stop() };
 }
 
-/** Start-up only: spawn → first 200 on /health, then SIGTERM; no load. */
 export function startupOnly(name, config) {
   return withServer(name, config, (server) => ({ config: name, startupMs: server.startupMs }));
 }
 
 /**
- * Closed-loop window of `opts.duration` s after idling and warming up: server CPU (utime+stime
- * delta) / requests completed in the window, throughput, latency, RSS, and what reached the OTLP
- * sink from the window.
  * @param {{idle: number, warmup: number, duration: number, connections: number, smoke: boolean}} opts
  */
 export function measureClosed(name, config, sink, opts) {
@@ -75,8 +67,6 @@ export function measureClosed(name, config, sink, opts) {
 }
 
 /**
- * Fixed-rate (open loop) window at `rate` req/s: latency measured from the intended send times,
- * after the closed-loop warm-up and `rateWarmup` s at the rate itself.
  * @param {{warmup: number, rateWarmup: number, duration: number, connections: number}} opts
  */
 export function measureRate(name, config, rate, opts) {
@@ -101,7 +91,7 @@ export function measureRate(name, config, rate, opts) {
   });
 }
 
-/** Sustained closed-loop load for `seconds` with an RSS sample every 5 s: the "no growth" goal. */
+/** The "no growth" goal. */
 export function soak(name, config, seconds, connections) {
   return withServer(name, config, async (server) => {
     const t0 = performance.now();

@@ -3,10 +3,8 @@
 import net from 'node:net';
 
 /**
- * The end of one client connection, settled once. The first `finish(why)` (on an answer, a close,
- * an error, or `timeoutMs` passing, which finishes with `timeoutWhy`) clears the timer, destroys
- * the socket and resolves `ended` with `outcome(why)`; later calls (the 'close' that follows an
- * 'error', ...) do nothing. `finished()` tells a writing loop to stop.
+ * The end of one client connection, settled once: later calls (the 'close' that follows an
+ * 'error', ...) do nothing.
  * @template T
  * @param {net.Socket} socket @param {number} timeoutMs @param {unknown} timeoutWhy
  * @param {(why: any) => T} outcome
@@ -25,10 +23,6 @@ export function settleOnce(socket, timeoutMs, timeoutWhy, outcome) {
   return { ended, finish, finished: () => finished };
 }
 
-/**
- * Sends raw bytes on a fresh connection and collects what comes back until the server closes the
- * connection or `waitMs` passes. `closed` is 'FIN' or 'reset' when the server closed it, else null.
- */
 export function rawExchange(port, payload, { waitMs = 2000 } = {}) {
   const t0 = performance.now();
   const socket = net.connect(port, '127.0.0.1');

@@ -19,11 +19,7 @@ export const MB = 1024 * 1024;
  */
 export const POD_HEAP = '--max-old-space-size=230 --max-semi-space-size=16';
 
-/**
- * Starts the snapshot as production does (lib.mjs startServer), stdout to WORK/NAME.stdout (or
- * `stdoutFd`: class 7's FIFO), with its VmRSS sampled until it exits; `allowExit` for
- * configuration errors.
- */
+/** `stdoutFd`: class 7's FIFO; `allowExit` for configuration errors. */
 async function startService(serviceDir, name, env = {}, { stdoutFd, allowExit = false } = {}) {
   const stdout = stdoutFd ?? path.join(WORK, `${name}.stdout`);
   const svc = await startServer(
