@@ -135,10 +135,8 @@ function coalesce(base, over) {
 }
 
 /**
- * What the harness takes from the chart: the Deployment's container as `helm template` renders it
- * (env, resources, user, security settings, grace period) and, from the values (`helm show
- * values` coalesced with `--values`), the two figures that are no part of the pod: the latency
- * alert's threshold and the HPA's CPU target.
+ * The Deployment's container as `helm template` renders it and, from the values, the two figures
+ * that are no part of the pod: the latency alert's threshold and the HPA's CPU target.
  * @param {string | undefined} valuesFile
  */
 function readChart(valuesFile) {
@@ -503,11 +501,6 @@ async function stopContainer(c, chart) {
   return { code: state.exitCode, oomKilled: state.oomKilled };
 }
 
-/**
- * Per CPU setting: the capacity's median and range over the ramps, and at the capacity step of each
- * ramp the CPU per request, p99 and memory; with the chart's (current) request, the HPA's scale-out
- * rate against the capacity at the request.
- */
 function summarise(ramps, chart) {
   const settings = [...new Set(ramps.map((r) => r.cpus))];
   const rows = settings.map((cpus) => {

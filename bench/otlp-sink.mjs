@@ -19,7 +19,7 @@ function emptyStats() {
 }
 
 /**
- * Counts spans / metrics / log records. All three OTLP requests share one shape:
+ * All three OTLP requests share one shape:
  * Request{ repeated Resource* = 1 } -> Resource*{ repeated Scope* = 2 } -> Scope*{ repeated item = 2 }.
  */
 function countItems(body) {

@@ -86,11 +86,7 @@ const opts = {
   out: path.join(RESULTS, smoke ? 'smoke.tmp' : args.against ? 'ab.tmp' : ''),
 };
 
-/**
- * Runs `measure(name, round)` for every configuration in every round, interleaved, and `check`s
- * each sample; a measurement that throws is noted as a problem (`label(name, round)` says which)
- * and the others go on.
- */
+/** A measurement that throws is noted as a problem, and the others go on. */
 async function interleaved(rounds, names, label, measure, check = () => {}) {
   const samples = [];
   for (let round = 1; round <= rounds; round++) {
@@ -166,10 +162,6 @@ async function measureAll(all, sink) {
   return { summary, samples, rate, soak: soaks, startups };
 }
 
-/**
- * Writes the Markdown of a result beside its JSON (`file`, written too when `write`); the published
- * results (bench/results/latest.json) also go into docs/performance.md's block.
- */
 function publish(result, file, write) {
   result.goals = goals(result.summary, result.rate, result.soak, result.startups);
   const md = markdown(result);

@@ -13,11 +13,6 @@ function ratiosPerRound(samples, name, base) {
   return ratios;
 }
 
-/**
- * Medians of the closed-loop samples per configuration. A configuration of the other build
- * (`…@against`) also gets `cpuRatioToCurrent`: its CPU per request against the same configuration
- * of the current build.
- */
 export function summarise(samples, names) {
   /** @type {Record<string, any>} */
   const summary = {};

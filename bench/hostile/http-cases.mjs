@@ -98,11 +98,7 @@ const CAP = { api: 2048, metrics: 64 };
 /** 4. Connections held open for free, as many as the cap leaves room for: 500 trickling their headers, 1,400 saying nothing. */
 export const slowlorisAndIdle = (ctx) => slowlorisOn(ctx, 'api', 500, 1400);
 
-/**
- * Opens `n` connections to `port`, 250 at a time (a burst of thousands of SYNs overflows the accept
- * backlog and costs 1 s retries), each sent `first` once connected, and each recording its answer
- * and when it was closed (s after `from`, else after it was opened).
- */
+/** 250 at a time: a burst of thousands of SYNs overflows the accept backlog and costs 1 s retries. */
 async function openMany(port, n, first, from) {
   const all = [];
   for (let i = 0; i < n; i += 250) {
