@@ -49,7 +49,6 @@ async function record() {
   }
 }
 
-/** "@opentelemetry/instrumentation-http", "node:internal/streams", "app:dist/app.js", ... */
 function moduleOf(callFrame) {
   const url = callFrame.url;
   if (!url) return callFrame.functionName.startsWith('(') ? callFrame.functionName : '(native/builtin)';

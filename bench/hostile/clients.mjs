@@ -105,10 +105,7 @@ export const connected = (socket) =>
     socket.once('error', () => resolve(false));
   });
 
-/**
- * Streams `total` bytes as 64 KB chunks and goes on after the answer, as a client that ignores it
- * does, until everything is sent or the server closes the connection.
- */
+/** Goes on after the answer, as a client that ignores it does. */
 export function chunkedUpload(port, total) {
   // Half-open allowed: the server's FIN after its answer does not stop this client from sending.
   const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
@@ -141,9 +138,8 @@ export function chunkedUpload(port, total) {
 }
 
 /**
- * A naive client: writes headers and the whole `size`-byte body, and only then reads. The socket is
- * paused before it connects, so nothing is read until then: an answer the server's reset destroys
- * in the kernel is lost, exactly as it would be for such a client.
+ * Paused before it connects: an answer the server's reset destroys in the kernel is lost, exactly
+ * as it would be for a naive client that writes the whole body before reading.
  */
 export function writeAllThenRead(port, size) {
   const socket = net.connect(port, '127.0.0.1');
