@@ -35,7 +35,6 @@ async function startService(serviceDir, name, env = {}, { stdoutFd, allowExit = 
   return Object.assign(svc, {
     name,
     stderrLines: () => lines(svc.stderrPath),
-    /** stdout lines parsed as JSON (non-JSON lines as {raw}). */
     logLines: () =>
       lines(stdout).map((l) => {
         try {
@@ -87,7 +86,6 @@ export function startHealthProbe(port, everyMs = 100) {
 export const health = (h) => `/health ${h.probes - h.failures}/${h.probes} ok, p50 ${ms(h.p50Ms)}, p99 ${ms(h.p99Ms)}, max ${ms(h.maxMs)}`;
 const ms = (x) => (Number.isFinite(x) ? `${x < 10 ? x.toFixed(1) : Math.round(x)} ms` : '–');
 
-/** Runs a load worker (workers.mjs) on the load core, away from this harness's probes and samplers; resolves the JSON it prints. */
 export const runWorker = (kind, options) => runJson('HOSTILE_WORKER', NODE, [WORKERS, kind, JSON.stringify(options)]);
 
 export const tally = (xs) => xs.reduce((acc, x) => ({ ...acc, [x]: (acc[x] ?? 0) + 1 }), {});
