@@ -112,7 +112,6 @@ function command(cmd, argv) {
 }
 const docker = (argv) => command(DOCKER, argv).trim();
 
-/** helm's output, or an error that says how to get helm. */
 function helm(argv) {
   if (!fs.existsSync(HELM)) throw new Error(`helm is missing at ${path.relative(ROOT, HELM)}: install it with sh scripts/ci/install-helm.sh`);
   return command(HELM, argv);
@@ -571,7 +570,6 @@ function settingLabel(cpus, chart) {
   return chart.requestCpus !== undefined && Math.abs(cpus - chart.requestCpus) < 1e-9 ? `${cpus} (the chart's request, ${chart.requestCpu})` : String(cpus);
 }
 
-/** The Markdown of a result: how it was measured, the table, per pod and per CPU, the HPA. */
 function markdown(result, chart) {
   const { meta } = result;
   const { rows, hpa } = summarise(result.ramps, chart);

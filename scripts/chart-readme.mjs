@@ -35,7 +35,6 @@ function lookup(path) {
   return node;
 }
 
-/** Documented keys in file order: [{ path: string[], description }]. */
 function documentedKeys() {
   const found = [];
   const stack = []; // enclosing keys: { indent, key }

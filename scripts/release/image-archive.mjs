@@ -54,7 +54,6 @@ function archiveJson(archive, path) {
   }
 }
 
-/** The archive's one image index: its descriptor (digest) and its content. */
 function imageIndex(archive) {
   const layout = archiveJson(archive, 'index.json');
   const [descriptor, ...others] = layout.manifests ?? [];
@@ -71,7 +70,6 @@ function platforms(index) {
     .map((m) => ({ digest: m.digest, ...m.platform }));
 }
 
-/** skopeo's arguments that pick `platform` out of an index. */
 function override(platform) {
   return ['--override-os', platform.os, '--override-arch', platform.architecture, ...(platform.variant ? ['--override-variant', platform.variant] : [])];
 }
@@ -91,7 +89,6 @@ function split(archive, out) {
   }
 }
 
-/** The digest of the manifest the registry serves for `reference`, or undefined when it has none. */
 function served(reference, plainHttp) {
   const tls = plainHttp ? ['--tls-verify=false'] : [];
   const result = spawnSync('skopeo', ['inspect', '--raw', ...tls, `docker://${reference}`], { maxBuffer: 64 * 1024 * 1024 });
