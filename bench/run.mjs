@@ -80,7 +80,6 @@ const opts = {
   soak: args.soak ? Number(args.soak) : 0,
   startup: Number(args.startup ?? 0),
   againstEnv: envPairs(args['against-env']),
-  // With --against, each service configuration is followed by the same one of the other build.
   configs: args.against ? configs.flatMap((n) => (SERVICE_CONFIGS.includes(n) ? [n, `${n}${AGAINST}`] : [n])) : configs,
   // Only a full run of this build replaces the committed results; *.tmp is gitignored.
   out: path.join(RESULTS, smoke ? 'smoke.tmp' : args.against ? 'ab.tmp' : ''),
