@@ -1,5 +1,4 @@
-// One measurement of one configuration: each function starts its own server process, measures,
-// stops it with SIGTERM and returns one sample (with the server's `exit`). See bench/README.md,
+// One measurement of one configuration, on a server process of its own. See bench/README.md,
 // "How it measures", for the steps and why they are taken.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { checkResponses, closedLoad, cpuMicros, cpuSplit, max, openLoad, rssMb, scrapeSdkCounters, startServer, withRssSampling } from './lib.mjs';

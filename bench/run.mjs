@@ -1,8 +1,7 @@
 // The benchmark harness of product-service (`npm run bench`): the options and the order of the
-// run. Method and options: bench/README.md. One measurement is in measure.mjs, the medians and
-// goals in summary.mjs, the Markdown in render.mjs. Configurations are interleaved (A B C D A B C
-// D ...) over the rounds because the machine is shared and noisy: only numbers measured in the
-// same run are compared.
+// run. Method and options: bench/README.md. Configurations are interleaved (A B C D A B C D ...)
+// over the rounds because the machine is shared and noisy: only numbers measured in the same run
+// are compared.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';

@@ -41,7 +41,6 @@ export function summarise(samples, names) {
   return summary;
 }
 
-/** The goals of the service, each with its limit, the measured value and whether it is met. */
 export function goals(summary, rate, soakResults, startups) {
   const full = summary['service-full'];
   const off = summary['service-off'];

@@ -80,7 +80,6 @@ function describeExchange(exchange, responses) {
   return `${parts.join(' + ')}; ${close}`;
 }
 
-/** One raw request, checked for the expected status, the problem shape, nosniff and no-store, one answer and (optionally) the close. */
 export async function rawCase(port, { sent, payload, status, mustClose = true }) {
   const exchange = await rawExchange(port, payload);
   const responses = parseResponses(exchange.raw);

@@ -98,7 +98,7 @@ export const countsText = (counts) =>
 
 export const statusText = (load) => countsText({ ...load.statuses, ...load.errors }) || 'nothing';
 
-/** Runs one class with its own services; a class that throws or hangs is one FAILED row, and the run goes on. */
+/** A class that throws or hangs is one FAILED row, and the run goes on. */
 export async function runClass(title, fn, serviceDir) {
   const services = [];
   const cleanups = [];
