@@ -346,11 +346,7 @@ async function startContainer(chart, cpus, sink, name) {
   return { id, port: httpPort, metricsPort, startupMs, counters: containerCounters(state.pid) };
 }
 
-/**
- * One open-loop step at `rate` req/s: the load's latencies (from the intended send time), the
- * container's CPU and memory over it, the spans that reached the sink and the SDK's dropped/failed
- * counts, and whether it passed. `prev` holds the sink and SDK counters after the previous step.
- */
+/** `prev` holds the sink and SDK counters after the previous step. */
 async function runStep(c, chart, cpus, sink, rate, seconds, prev, judged) {
   const before = await c.counters.read();
   const samples = [];

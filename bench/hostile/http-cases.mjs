@@ -170,7 +170,6 @@ async function slowlorisOn(ctx, port, tricklers, idlers) {
 export async function oversizedBodies(ctx) {
   const rows = [];
 
-  // A 100 MB chunked upload, reading while writing (as a streaming client does).
   {
     const svc = await ctx.start('oversized-chunked');
     const before = rssMb(svc.pid);
@@ -190,7 +189,6 @@ export async function oversizedBodies(ctx) {
     });
   }
 
-  // 20 naive clients: the whole 20 MB body first, and only then read.
   {
     const svc = await ctx.start('oversized-naive');
     const results = await Promise.all(Array.from({ length: 20 }, () => writeAllThenRead(svc.port, 20 * MB)));
@@ -205,7 +203,6 @@ export async function oversizedBodies(ctx) {
     });
   }
 
-  // 50 clients that wait for 100 Continue before sending an over-limit body.
   {
     const svc = await ctx.start('oversized-expect');
     const payload = 'POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10485760\r\nExpect: 100-continue\r\n\r\n';
