@@ -5,9 +5,6 @@
 // one the others are divided by, round by round.
 //
 //   sh scripts/node.sh bench/ab.mjs --builds base=/path/to/old,new=. [--rounds 7]
-//
-// (bench/run.mjs --against compares two builds in its own configurations, tracing off and every
-// request traced; this one compares any number of builds in the chart's default configuration.)
 import { parseArgs } from 'node:util';
 import { SERVICE, checkResponses, closedLoad, cpuMicros, median, pinToLoadCore, startServer, startSink } from './lib.mjs';
 

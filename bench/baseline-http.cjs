@@ -1,8 +1,6 @@
 'use strict';
 // The floor of the benchmark: plain node:http serving the same two routes with the same
-// behaviour as product-service (POST /product -> 201 JSON with a crypto.randomInt id,
-// GET|HEAD /health -> 200 "ok"), and nothing else. Every other configuration is compared
-// against this process's CPU time per request. The request body is drained, not parsed,
+// behaviour as product-service, and nothing else. The request body is drained, not parsed,
 // because the service does not use it either (but it does read it up to BODY_LIMIT).
 const http = require('node:http');
 const { randomInt } = require('node:crypto');

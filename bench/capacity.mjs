@@ -92,13 +92,11 @@ const PAUSE_SECONDS = 2;
 /** The HPA should reach its target this far below the capacity at the request (time to schedule and start pods). */
 const HPA_HEADROOM = 0.8;
 
-/** A Kubernetes CPU quantity in CPUs ("100m" -> 0.1, "1" -> 1). */
 function cpuQuantity(q) {
   const s = String(q);
   return s.endsWith('m') ? Number(s.slice(0, -1)) / 1000 : Number(s);
 }
 
-/** A Kubernetes memory quantity in bytes ("384Mi" -> 402653184). */
 function byteQuantity(q) {
   const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(q));
   if (!m) throw new Error(`cannot read the memory quantity ${q}`);
@@ -106,7 +104,6 @@ function byteQuantity(q) {
   return Math.round(Number(m[1]) * unit);
 }
 
-/** A command's stdout; throws with its stderr. */
 function command(cmd, argv) {
   const r = spawnSync(cmd, argv, { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (r.error) throw r.error;
@@ -115,7 +112,6 @@ function command(cmd, argv) {
 }
 const docker = (argv) => command(DOCKER, argv).trim();
 
-/** helm's output, or an error that says how to get helm. */
 function helm(argv) {
   if (!fs.existsSync(HELM)) throw new Error(`helm is missing at ${path.relative(ROOT, HELM)}: install it with sh scripts/ci/install-helm.sh`);
   return command(HELM, argv);
@@ -138,10 +134,8 @@ function coalesce(base, over) {
 }
 
 /**
- * What the harness takes from the chart: the Deployment's container as `helm template` renders it
- * (env, resources, user, security settings, grace period) and, from the values (`helm show
- * values` coalesced with `--values`), the two figures that are no part of the pod: the latency
- * alert's threshold and the HPA's CPU target.
+ * The Deployment's container as `helm template` renders it and, from the values, the two figures
+ * that are no part of the pod: the latency alert's threshold and the HPA's CPU target.
  * @param {string | undefined} valuesFile
  */
 function readChart(valuesFile) {
@@ -233,7 +227,6 @@ function dockerFlags(chart, cpus) {
   return flags.filter(Boolean).flatMap((flag) => flag.split(' '));
 }
 
-/** The image's id and revision label, or an error that says how to build it. */
 function imageInfo(image) {
   let inspect;
   try {
@@ -246,14 +239,12 @@ function imageInfo(image) {
   return { id: inspect.Id, created: inspect.Created, revision: inspect.Config?.Labels?.['org.opencontainers.image.revision'] };
 }
 
-/** The container's state: running, OOM-killed, exit code. */
 function containerState(id) {
   const state = JSON.parse(docker(['inspect', '--format', '{{json .State}}', id]));
   return { running: state.Running, oomKilled: state.OOMKilled, exitCode: state.ExitCode, pid: state.Pid };
 }
 
 const readNumber = (file) => Number(fs.readFileSync(file, 'utf8').trim());
-/** A `key value` per line file (cpu.stat, memory.stat) as an object. */
 const readKeyed = (file) =>
   Object.fromEntries(
     fs
@@ -274,7 +265,6 @@ const readKeyed = (file) =>
  */
 function containerCounters(pid) {
   const lines = cgroupLines(pid);
-  /** The directory of `controller` (v1) that holds `file`. */
   const v1 = (controller, file) => {
     for (const line of lines) {
       const [, controllers = '', rel = ''] = /^\d+:([^:]*):(.*)$/.exec(line) ?? [];
@@ -311,7 +301,6 @@ function containerCounters(pid) {
   throw new Error(`no cgroup counters of the container (process ${pid}) under /sys/fs/cgroup: the Docker engine must run on this kernel`);
 }
 
-/** The lines of /proc/PID/cgroup, or none when the process is not visible from here. */
 function cgroupLines(pid) {
   try {
     return fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
@@ -357,11 +346,7 @@ async function startContainer(chart, cpus, sink, name) {
   return { id, port: httpPort, metricsPort, startupMs, counters: containerCounters(state.pid) };
 }
 
-/**
- * One open-loop step at `rate` req/s: the load's latencies (from the intended send time), the
- * container's CPU and memory over it, the spans that reached the sink and the SDK's dropped/failed
- * counts, and whether it passed. `prev` holds the sink and SDK counters after the previous step.
- */
+/** `prev` holds the sink and SDK counters after the previous step. */
 async function runStep(c, chart, cpus, sink, rate, seconds, prev, judged) {
   const before = await c.counters.read();
   const samples = [];
@@ -501,7 +486,6 @@ async function runRamp(chart, setting, sink, index) {
   return ramp;
 }
 
-/** docker stop with the pod's grace period; the container's exit code and OOM flag, then removes it. */
 async function stopContainer(c, chart) {
   let state = containerState(c.id);
   if (state.running) {
@@ -512,11 +496,6 @@ async function stopContainer(c, chart) {
   return { code: state.exitCode, oomKilled: state.oomKilled };
 }
 
-/**
- * Per CPU setting: the capacity's median and range over the ramps, and at the capacity step of each
- * ramp the CPU per request, p99 and memory; with the chart's (current) request, the HPA's scale-out
- * rate against the capacity at the request.
- */
 function summarise(ramps, chart) {
   const settings = [...new Set(ramps.map((r) => r.cpus))];
   const rows = settings.map((cpus) => {
@@ -583,12 +562,10 @@ function hpaSummary(ramps, chart, rows) {
   };
 }
 
-/** "0.1 CPU (the chart's request, 100m)" and the like. */
 function settingLabel(cpus, chart) {
   return chart.requestCpus !== undefined && Math.abs(cpus - chart.requestCpus) < 1e-9 ? `${cpus} (the chart's request, ${chart.requestCpu})` : String(cpus);
 }
 
-/** The Markdown of a result: how it was measured, the table, per pod and per CPU, the HPA. */
 function markdown(result, chart) {
   const { meta } = result;
   const { rows, hpa } = summarise(result.ramps, chart);
@@ -651,7 +628,6 @@ function markdown(result, chart) {
   return lines.join('\n') + '\n';
 }
 
-/** The CPU settings of --cpus, each `{cpus, label}`: numbers of CPUs, `request` the chart's. */
 function settingsOf(chart) {
   const settings = opts.cpus.map((entry) => {
     if (entry === 'request') {
@@ -667,7 +643,6 @@ function settingsOf(chart) {
   return [...new Set(settings)].map((cpus) => ({ cpus, label: `${settingLabel(cpus, chart)} CPU` }));
 }
 
-/** Writes capacity.json and capacity.md; a full run (or --render of it) also writes the block of docs/performance.md. */
 function publish(result, chart, file = path.join(opts.out, 'capacity.json')) {
   const md = markdown(result, chart);
   fs.mkdirSync(path.dirname(file), { recursive: true });

@@ -2,11 +2,8 @@
 //
 //   sh scripts/node.sh bench/dev-restart.mjs [--rounds 10]
 //
-// Runs scripts/dev.mjs in a scratch copy of src/ (node_modules linked, never the working tree's
-// files), changes the body of GET /health in the copy's src/http/routes.ts each round, and times
-// the save → the first GET /health that answers the new body (esbuild's rebuild, node --watch's
-// restart with the old process's graceful shutdown, the new process's start-up). Prints the
-// median, min and max; asserts nothing (timings are information, the machine is shared).
+// Runs scripts/dev.mjs in a scratch copy of src/, never the working tree's files. Asserts nothing:
+// timings are information, the machine is shared.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -34,7 +31,6 @@ const dev = spawn(process.execPath, [path.join(scratch, 'scripts', 'dev.mjs')], 
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 
-/** GET /health's body, or undefined while nothing answers. */
 const health = () =>
   fetch(`http://127.0.0.1:${port}/health`).then(
     (response) => response.text(),

@@ -1,8 +1,6 @@
 // `npm run test:hostile` (`--only 1,5,7` for some classes, results then in bench/results/hostile.tmp/):
 // every class of abusive client or broken environment the service has to survive, against the
-// built service started as production starts it. Writes bench/results/hostile.{md,json} and the same
-// table into docs/reliability.md; exits 1 if any case did not get the expected answer. The classes
-// are in hostile/http-cases.mjs and hostile/environment-cases.mjs, the harness in hostile/harness.mjs.
+// built service started as production starts it; exits 1 if any case did not get the expected answer.
 import fs from 'node:fs';
 import path from 'node:path';
 import { LOAD_CORE, RESULTS, ROOT, SERVER_CORE, machineInfo, pinToLoadCore, snapshotService } from './lib.mjs';
@@ -98,7 +96,6 @@ async function main() {
   fs.writeFileSync(path.join(outDir, 'hostile.json'), JSON.stringify(result, null, 2) + '\n');
   const md = markdown(result);
   fs.writeFileSync(path.join(outDir, 'hostile.md'), md);
-  // docs/reliability.md shows the same table, written from here.
   if (!only) writeBlock(path.join(ROOT, 'docs', 'reliability.md'), 'hostile', md);
   process.stdout.write('\n' + md);
   process.exitCode = result.failed === 0 ? 0 : 1;

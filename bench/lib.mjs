@@ -16,10 +16,8 @@ export const NODE = process.execPath;
 export const SERVICE = ['dist/main.js'];
 
 /**
- * Copies `from`/dist and `from`/package.json (the repository's build by default) to
- * bench/results/`name` (gitignored) and returns that directory, so that a rebuild during a long run
- * cannot mix two builds in one set of numbers; a dist/ that changes while it is copied (a rebuild
- * running) is copied again. `require` still finds the repository's node_modules by walking up.
+ * A copy of the build, so that a rebuild during a long run cannot mix two builds in one set of
+ * numbers; `require` still finds the repository's node_modules by walking up.
  */
 export function snapshotService(name = 'app.tmp', from = ROOT) {
   if (!fs.existsSync(path.join(from, 'dist/main.js'))) throw new Error(`${path.join(from, 'dist/main.js')} is missing: run npm run build`);
@@ -41,7 +39,6 @@ export function snapshotService(name = 'app.tmp', from = ROOT) {
   throw new Error('dist/ kept changing while it was copied (a rebuild running?)');
 }
 
-/** The suffix of the configurations that run the other build of an A/B run (`run.mjs --against`). */
 export const AGAINST = '@against';
 
 /**
@@ -110,7 +107,6 @@ export const PIN = CORES >= 2;
 export const SERVER_CORE = '0';
 export const LOAD_CORE = '1';
 
-/** Moves this harness (all its threads) to the load core, leaving the server's core to the server. */
 export function pinToLoadCore() {
   if (PIN) execFileSync('taskset', ['-a', '-p', '-c', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
 }
@@ -153,7 +149,6 @@ export async function freePorts(n) {
   return ports;
 }
 
-/** One HTTP request on a fresh connection; resolves {status, body}, rejects on socket errors. */
 export function request(port, method, urlPath, body, timeout = 2000, headers = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request(
@@ -221,12 +216,8 @@ export async function startSink() {
 export const logDir = path.join(RESULTS, 'logs.tmp');
 
 /**
- * Starts a configuration ({args, cwd, env, nodeArgs}) pinned to the server core on free ports and
- * waits for its first 200 on /health, polled every `everyMs` (the start-up time includes the exec
- * of `taskset`). stdout (a path, /dev/null by default, or a file descriptor) is a file, not a pipe
- * this harness would have to drain (back-pressure and our own CPU in the measurement); stderr goes
- * to `logs`/NAME.stderr. `sampleRss`: VmRSS every 100 ms until the exit (peakRssMb). `allowExit`: a
- * process that exits before it answers (configuration errors) is returned, not thrown.
+ * The start-up time includes the exec of `taskset`. stdout is a file, not a pipe this harness would
+ * have to drain (back-pressure and our own CPU in the measurement).
  */
 export async function startServer(name, config, { logs = logDir, stdout = '/dev/null', everyMs = 2, sampleRss = false, allowExit = false } = {}) {
   const [port, metricsPort] = await freePorts(2);
@@ -275,10 +266,6 @@ export async function startServer(name, config, { logs = logDir, stdout = '/dev/
   return server;
 }
 
-/**
- * Polls GET /health every `everyMs` until it answers 200 (true) or `exited()` says the process is
- * gone (false); throws after 30 s.
- */
 export async function waitHealthy(name, port, exited, everyMs) {
   const t0 = performance.now();
   for (;;) {
@@ -382,7 +369,6 @@ export async function scrapeSdkCounters(metricsPort) {
 export const openLoad = (port, seconds, rate) =>
   runJson('OPENLOOP_JSON', NODE, [path.join(BENCH, 'load-open.mjs'), JSON.stringify({ port, path: '/product', duration: seconds, rate, connections: 64 })]);
 
-/** The two routes answer as the service must, before we time anything. */
 export async function checkResponses(name, port) {
   const post = await request(port, 'POST', '/product', '{"name":"bench"}');
   const id = post.status === 201 ? JSON.parse(post.body).product_id : undefined;
@@ -393,7 +379,6 @@ export async function checkResponses(name, port) {
   if (health.status !== 200 || health.body !== 'ok') throw new Error(`${name}: GET /health answered ${health.status} ${health.body}`);
 }
 
-/** The machine a result was measured on, for the header of a results file. */
 export function machineInfo(pinned) {
   const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
   return {

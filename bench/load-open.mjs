@@ -62,7 +62,6 @@ class Connection {
     });
   }
 
-  /** Takes the oldest waiting request, or joins the free pool. */
   release() {
     if (backlog.length) this.send(backlog.shift());
     else free.push(this);
@@ -124,7 +123,6 @@ await new Promise((resolve) => {
   tick();
 });
 const sendEnd = performance.now();
-// Let in-flight requests finish (at most 5 s).
 while (performance.now() - sendEnd < 5000 && (backlog.length > 0 || free.length < connections.length)) {
   await new Promise((r) => setTimeout(r, 5));
 }

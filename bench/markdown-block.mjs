@@ -19,7 +19,6 @@ export function writeBlock(file, name, md) {
   fs.writeFileSync(file, text.slice(0, i) + block + text.slice(j));
 }
 
-/** The Markdown of the block `name` of `file`, as writeBlock wrote it (without the markers and comments). */
 export function readBlock(file, name) {
   const text = fs.readFileSync(file, 'utf8');
   const match = new RegExp(`<!-- ${name}:start -->\n<!-- prettier-ignore-start -->\n\n([\\s\\S]*?)\n\n<!-- prettier-ignore-end -->\n<!-- ${name}:end -->`).exec(

@@ -1,13 +1,8 @@
-// One measurement of one configuration: each function starts its own server process, measures,
-// stops it with SIGTERM and returns one sample (with the server's `exit`). See bench/README.md,
+// One measurement of one configuration, on a server process of its own. See bench/README.md,
 // "How it measures", for the steps and why they are taken.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { checkResponses, closedLoad, cpuMicros, cpuSplit, max, openLoad, rssMb, scrapeSdkCounters, startServer, withRssSampling } from './lib.mjs';
 
-/**
- * Starts `name`, runs `measure(server)`, and stops the server whether or not it succeeded. The
- * sample is what `measure` returned plus the server's exit after SIGTERM.
- */
 async function withServer(name, config, measure) {
   const server = await startServer(name, config);
   let sample;
@@ -20,15 +15,11 @@ async function withServer(name, config, measure) {
   return { ...sample, exit: await server.stop() };
 }
 
-/** Start-up only: spawn → first 200 on /health, then SIGTERM; no load. */
 export function startupOnly(name, config) {
   return withServer(name, config, (server) => ({ config: name, startupMs: server.startupMs }));
 }
 
 /**
- * Closed-loop window of `opts.duration` s after idling and warming up: server CPU (utime+stime
- * delta) / requests completed in the window, throughput, latency, RSS, and what reached the OTLP
- * sink from the window.
  * @param {{idle: number, warmup: number, duration: number, connections: number, smoke: boolean}} opts
  */
 export function measureClosed(name, config, sink, opts) {
@@ -75,8 +66,6 @@ export function measureClosed(name, config, sink, opts) {
 }
 
 /**
- * Fixed-rate (open loop) window at `rate` req/s: latency measured from the intended send times,
- * after the closed-loop warm-up and `rateWarmup` s at the rate itself.
  * @param {{warmup: number, rateWarmup: number, duration: number, connections: number}} opts
  */
 export function measureRate(name, config, rate, opts) {
@@ -101,7 +90,7 @@ export function measureRate(name, config, rate, opts) {
   });
 }
 
-/** Sustained closed-loop load for `seconds` with an RSS sample every 5 s: the "no growth" goal. */
+/** The "no growth" goal. */
 export function soak(name, config, seconds, connections) {
   return withServer(name, config, async (server) => {
     const t0 = performance.now();

@@ -3,7 +3,6 @@
 // the hostile run and the tests' OTLP receiver (test/support/otlp-receiver.ts), so that all three
 // read spans the same way. Types: otlp-protobuf.d.mts.
 
-/** Reads a varint at `at`; returns its value and the position after it. */
 function varint(buf, at) {
   let value = 0n;
   for (let shift = 0n; ; shift += 7n) {
@@ -45,7 +44,6 @@ export function fields(message) {
   return out;
 }
 
-/** Every length-delimited field numbered `number` (repeated sub-messages, strings, bytes). */
 export function messages(message, number) {
   return fields(message).flatMap((field) => (field.number === number && 'bytes' in field ? [field.bytes] : []));
 }

@@ -1,7 +1,6 @@
-// A local OTLP/HTTP receiver for the benchmark. It accepts POST /v1/traces, /v1/metrics and
-// /v1/logs (protobuf, gzip or not), answers 200 with an empty body (an empty
-// Export*ServiceResponse encodes to zero bytes), and counts requests, bytes and items (spans,
-// metrics, log records) per signal, so that the harness sees whether every request was exported.
+// A local OTLP/HTTP receiver for the benchmark: counts requests, bytes and items per signal, so
+// that the harness sees whether every request was exported. An empty body is a valid answer (an
+// empty Export*ServiceResponse encodes to zero bytes).
 //
 // Run standalone: node bench/otlp-sink.mjs [port]   -> prints {"port":N} on stdout.
 // GET /stats returns the counters as JSON; POST /reset zeroes them.
@@ -19,7 +18,7 @@ function emptyStats() {
 }
 
 /**
- * Counts spans / metrics / log records. All three OTLP requests share one shape:
+ * All three OTLP requests share one shape:
  * Request{ repeated Resource* = 1 } -> Resource*{ repeated Scope* = 2 } -> Scope*{ repeated item = 2 }.
  */
 function countItems(body) {

@@ -1,13 +1,11 @@
 // Where does a configuration's CPU time go? Runs one configuration under `node --cpu-prof` (Node's
 // default 1 ms sampling: finer sampling costs the server CPU of its own and inflates the share of
-// system calls) with closed-loop load, as bench/run.mjs runs it, stops it with SIGTERM (Node writes
-// the profile on a clean exit), and summarises the measured window: self time by function and by
-// module (npm package, node internals, the app's own files), inclusive time by package and function.
+// system calls) with closed-loop load, as bench/run.mjs runs it; SIGTERM, as Node writes the
+// profile on a clean exit.
 //
 //   npm run bench:profile -- [--config service-full] [--duration 10]
 //
-// Writes bench/results/profile-<config>.md and keeps the raw .cpuprofile in bench/results/profile.tmp/
-// (gitignored; open it in Chrome DevTools or speedscope).
+// The raw .cpuprofile stays in bench/results/profile.tmp/ (open it in Chrome DevTools or speedscope).
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -49,7 +47,6 @@ async function record() {
   }
 }
 
-/** "@opentelemetry/instrumentation-http", "node:internal/streams", "app:dist/app.js", ... */
 function moduleOf(callFrame) {
   const url = callFrame.url;
   if (!url) return callFrame.functionName.startsWith('(') ? callFrame.functionName : '(native/builtin)';

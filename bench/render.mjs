@@ -2,13 +2,11 @@
 // shows. Rendered from the result JSON alone, so `run.mjs --render` can write them again.
 import { AGAINST, max, median, min } from './lib.mjs';
 
-/** A number with `d` decimals, or '–' when there is none. */
 export const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '–');
 
 export const row = (cells) => `| ${cells.join(' | ')} |`;
 export const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
 
-/** The cells of one closed-loop summary, from "CPU µs/request" to "errors". */
 const closedCells = (s) => [
   `${f(s.cpuUsPerRequest)} (${f(s.cpuUsPerRequestMin)}–${f(s.cpuUsPerRequestMax)})`,
   f(s.sysUsPerRequest),
@@ -112,7 +110,6 @@ function goalTable({ goals }) {
   return lines;
 }
 
-/** The whole Markdown of a result (its `goals` already computed). */
 export function markdown(result) {
   const { meta, summary, rate, soak, startups } = result;
   const m = meta.machine;

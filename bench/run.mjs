@@ -1,8 +1,7 @@
 // The benchmark harness of product-service (`npm run bench`): the options and the order of the
-// run. Method and options: bench/README.md. One measurement is in measure.mjs, the medians and
-// goals in summary.mjs, the Markdown in render.mjs. Configurations are interleaved (A B C D A B C
-// D ...) over the rounds because the machine is shared and noisy: only numbers measured in the
-// same run are compared.
+// run. Method and options: bench/README.md. Configurations are interleaved (A B C D A B C D ...)
+// over the rounds because the machine is shared and noisy: only numbers measured in the same run
+// are compared.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -50,7 +49,6 @@ const { values: args } = parseArgs({
 const smoke = Boolean(args.smoke);
 if (args['against-env'] && !args.against) throw new Error('--against-env needs --against DIR');
 
-/** --against-env's `NAME=value NAME=value` as variables; anything else is refused. */
 function envPairs(text = '') {
   return Object.fromEntries(
     text
@@ -81,17 +79,12 @@ const opts = {
   soak: args.soak ? Number(args.soak) : 0,
   startup: Number(args.startup ?? 0),
   againstEnv: envPairs(args['against-env']),
-  // With --against, each service configuration is followed by the same one of the other build.
   configs: args.against ? configs.flatMap((n) => (SERVICE_CONFIGS.includes(n) ? [n, `${n}${AGAINST}`] : [n])) : configs,
   // Only a full run of this build replaces the committed results; *.tmp is gitignored.
   out: path.join(RESULTS, smoke ? 'smoke.tmp' : args.against ? 'ab.tmp' : ''),
 };
 
-/**
- * Runs `measure(name, round)` for every configuration in every round, interleaved, and `check`s
- * each sample; a measurement that throws is noted as a problem (`label(name, round)` says which)
- * and the others go on.
- */
+/** A measurement that throws is noted as a problem, and the others go on. */
 async function interleaved(rounds, names, label, measure, check = () => {}) {
   const samples = [];
   for (let round = 1; round <= rounds; round++) {
@@ -108,7 +101,6 @@ async function interleaved(rounds, names, label, measure, check = () => {}) {
   return samples;
 }
 
-/** Start-up samples, closed-loop rounds, fixed-rate rounds and soaks, in that order. */
 async function measureAll(all, sink) {
   const exitedCleanly = (s, what) => {
     if (s.exit.code !== 0) note(`${what}: exit ${JSON.stringify(s.exit)} after SIGTERM (see ${path.relative(ROOT, logDir)})`);
@@ -168,10 +160,6 @@ async function measureAll(all, sink) {
   return { summary, samples, rate, soak: soaks, startups };
 }
 
-/**
- * Writes the Markdown of a result beside its JSON (`file`, written too when `write`); the published
- * results (bench/results/latest.json) also go into docs/performance.md's block.
- */
 function publish(result, file, write) {
   result.goals = goals(result.summary, result.rate, result.soak, result.startups);
   const md = markdown(result);

@@ -1,8 +1,6 @@
 // Start-up only: spawn → first 200 on GET /health, for plain node:http and for the service with
 // tracing off, on without the bundle, on with it, each with and without Node's compile cache.
-// Configurations are interleaved (A B C … A B C …) because this machine is shared and noisy; the
-// summary gives medians and the ratio to plain node:http's median of the same run, the CPU to
-// healthy and the idle RSS (VmRSS 1 s after start-up).
+// Interleaved (A B C … A B C …) because this machine is shared and noisy.
 //
 //   npm run build && sh scripts/node.sh bench/startup.mjs [--rounds 15] [--configs plain-http,bundled,...]
 //
@@ -10,8 +8,7 @@
 // built, `unbundled` without dist/observability/telemetry.bundle.js (main.js then requires
 // dist/observability/telemetry.js and the SDK from node_modules). Tracing on = an OTLP endpoint on a closed
 // local port, so the exporter is configured (nothing listens there; no span is sent at start-up).
-// Node's compile cache is emptied, then filled by one untimed start (as the image build does);
-// "no cache" configurations run with NODE_DISABLE_COMPILE_CACHE=1.
+// Node's compile cache is emptied, then filled by one untimed start (as the image build does).
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -46,7 +43,6 @@ function configurations(closedPort) {
   return all;
 }
 
-/** One start: the time to the first healthy /health, then the RSS after idling; then SIGTERM. */
 async function once(name, config) {
   const server = await startServer(name, config);
   // CPU time (user + system, all threads) until healthy: steadier than the wall clock when the

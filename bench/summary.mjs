@@ -2,10 +2,8 @@
 // round (the same round ran under the same machine conditions) and then medianed, and the goals.
 import { AGAINST, max, median, min } from './lib.mjs';
 
-/** The configuration every CPU ratio is taken against. */
 const BASE = 'plain-http';
 
-/** cpuUsPerRequest(name) / cpuUsPerRequest(base) in each round both ran. */
 function ratiosPerRound(samples, name, base) {
   const ratios = [];
   for (const s of samples.filter((x) => x.config === name)) {
@@ -15,11 +13,6 @@ function ratiosPerRound(samples, name, base) {
   return ratios;
 }
 
-/**
- * Medians of the closed-loop samples per configuration. A configuration of the other build
- * (`…@against`) also gets `cpuRatioToCurrent`: its CPU per request against the same configuration
- * of the current build.
- */
 export function summarise(samples, names) {
   /** @type {Record<string, any>} */
   const summary = {};
@@ -48,7 +41,6 @@ export function summarise(samples, names) {
   return summary;
 }
 
-/** The goals of the service, each with its limit, the measured value and whether it is met. */
 export function goals(summary, rate, soakResults, startups) {
   const full = summary['service-full'];
   const off = summary['service-off'];

@@ -70,7 +70,6 @@ function externals(shared, entry, outfile) {
   };
 }
 
-/** The dependencies the service requires itself, which stay out of the bundle. */
 function sharedDependencies() {
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
   return new Set(Object.keys(pkg.dependencies).filter((name) => !TELEMETRY_ONLY.has(name)));

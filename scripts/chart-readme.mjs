@@ -35,7 +35,6 @@ function lookup(path) {
   return node;
 }
 
-/** Documented keys in file order: [{ path: string[], description }]. */
 function documentedKeys() {
   const found = [];
   const stack = []; // enclosing keys: { indent, key }
@@ -69,7 +68,6 @@ function documentedKeys() {
   return found;
 }
 
-/** Leaf values: scalars, lists and empty maps. */
 function leaves(node, path = []) {
   if (isMap(node) && Object.keys(node).length > 0) {
     return Object.entries(node).flatMap(([k, v]) => leaves(v, [...path, k]));

@@ -72,7 +72,6 @@ try {
     await sleep(50);
   }
   if (!running) throw new Error(`the service exited during start-up: ${JSON.stringify(await exited)}`);
-  // Node writes its compile cache when the process exits.
   child.kill('SIGTERM');
   const exit = await exited;
   if (exit.code !== 0) throw new Error(`the service exited with ${JSON.stringify(exit)} on SIGTERM`);

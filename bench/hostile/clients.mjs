@@ -3,10 +3,8 @@
 import net from 'node:net';
 
 /**
- * The end of one client connection, settled once. The first `finish(why)` (on an answer, a close,
- * an error, or `timeoutMs` passing, which finishes with `timeoutWhy`) clears the timer, destroys
- * the socket and resolves `ended` with `outcome(why)`; later calls (the 'close' that follows an
- * 'error', ...) do nothing. `finished()` tells a writing loop to stop.
+ * The end of one client connection, settled once: later calls (the 'close' that follows an
+ * 'error', ...) do nothing.
  * @template T
  * @param {net.Socket} socket @param {number} timeoutMs @param {unknown} timeoutWhy
  * @param {(why: any) => T} outcome
@@ -25,10 +23,6 @@ export function settleOnce(socket, timeoutMs, timeoutWhy, outcome) {
   return { ended, finish, finished: () => finished };
 }
 
-/**
- * Sends raw bytes on a fresh connection and collects what comes back until the server closes the
- * connection or `waitMs` passes. `closed` is 'FIN' or 'reset' when the server closed it, else null.
- */
 export function rawExchange(port, payload, { waitMs = 2000 } = {}) {
   const t0 = performance.now();
   const socket = net.connect(port, '127.0.0.1');
@@ -46,7 +40,6 @@ export function rawExchange(port, payload, { waitMs = 2000 } = {}) {
   return ended;
 }
 
-/** Every complete HTTP/1.x response in `raw`, in order (interim 1xx answers included). */
 export function parseResponses(raw) {
   const out = [];
   let at = 0;
@@ -87,7 +80,6 @@ function describeExchange(exchange, responses) {
   return `${parts.join(' + ')}; ${close}`;
 }
 
-/** One raw request, checked for the expected status, the problem shape, nosniff and no-store, one answer and (optionally) the close. */
 export async function rawCase(port, { sent, payload, status, mustClose = true }) {
   const exchange = await rawExchange(port, payload);
   const responses = parseResponses(exchange.raw);
@@ -112,10 +104,7 @@ export const connected = (socket) =>
     socket.once('error', () => resolve(false));
   });
 
-/**
- * Streams `total` bytes as 64 KB chunks and goes on after the answer, as a client that ignores it
- * does, until everything is sent or the server closes the connection.
- */
+/** Goes on after the answer, as a client that ignores it does. */
 export function chunkedUpload(port, total) {
   // Half-open allowed: the server's FIN after its answer does not stop this client from sending.
   const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
@@ -148,9 +137,8 @@ export function chunkedUpload(port, total) {
 }
 
 /**
- * A naive client: writes headers and the whole `size`-byte body, and only then reads. The socket is
- * paused before it connects, so nothing is read until then: an answer the server's reset destroys
- * in the kernel is lost, exactly as it would be for such a client.
+ * Paused before it connects: an answer the server's reset destroys in the kernel is lost, exactly
+ * as it would be for a naive client that writes the whole body before reading.
  */
 export function writeAllThenRead(port, size) {
   const socket = net.connect(port, '127.0.0.1');

@@ -1,7 +1,6 @@
 // The hostile run's classes 7-11: bad days around a well-behaved client (a stuck stdout, a hanging
-// collector, callers forcing sampling, configuration mistakes, shutdown under load). Each class
-// gets a context (ctx.start starts a service of its own, harness.mjs) and returns table rows
-// {sent, got, failures, rssMb?, details?}.
+// collector, callers forcing sampling, configuration mistakes, shutdown under load), in the shape
+// of http-cases.mjs.
 import { execFileSync, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -99,7 +98,6 @@ export async function hangingCollector(ctx) {
   ];
 }
 
-/** An OTLP/HTTP endpoint that reads every export request and never answers it. */
 async function startHangingCollector() {
   const requests = [];
   const server = http.createServer((req) => {

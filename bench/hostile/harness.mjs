@@ -19,11 +19,7 @@ export const MB = 1024 * 1024;
  */
 export const POD_HEAP = '--max-old-space-size=230 --max-semi-space-size=16';
 
-/**
- * Starts the snapshot as production does (lib.mjs startServer), stdout to WORK/NAME.stdout (or
- * `stdoutFd`: class 7's FIFO), with its VmRSS sampled until it exits; `allowExit` for
- * configuration errors.
- */
+/** `stdoutFd`: class 7's FIFO; `allowExit` for configuration errors. */
 async function startService(serviceDir, name, env = {}, { stdoutFd, allowExit = false } = {}) {
   const stdout = stdoutFd ?? path.join(WORK, `${name}.stdout`);
   const svc = await startServer(
@@ -39,7 +35,6 @@ async function startService(serviceDir, name, env = {}, { stdoutFd, allowExit = 
   return Object.assign(svc, {
     name,
     stderrLines: () => lines(svc.stderrPath),
-    /** stdout lines parsed as JSON (non-JSON lines as {raw}). */
     logLines: () =>
       lines(stdout).map((l) => {
         try {
@@ -91,10 +86,8 @@ export function startHealthProbe(port, everyMs = 100) {
 export const health = (h) => `/health ${h.probes - h.failures}/${h.probes} ok, p50 ${ms(h.p50Ms)}, p99 ${ms(h.p99Ms)}, max ${ms(h.maxMs)}`;
 const ms = (x) => (Number.isFinite(x) ? `${x < 10 ? x.toFixed(1) : Math.round(x)} ms` : '–');
 
-/** Runs a load worker (workers.mjs) on the load core, away from this harness's probes and samplers; resolves the JSON it prints. */
 export const runWorker = (kind, options) => runJson('HOSTILE_WORKER', NODE, [WORKERS, kind, JSON.stringify(options)]);
 
-/** How often each value occurs: {value: count}. */
 export const tally = (xs) => xs.reduce((acc, x) => ({ ...acc, [x]: (acc[x] ?? 0) + 1 }), {});
 
 /** "166020× 201, 9× ECONNRESET": counts as a table cell. */
@@ -103,10 +96,9 @@ export const countsText = (counts) =>
     .map(([k, v]) => `${v}× ${k}`)
     .join(', ');
 
-/** A worker's answers and errors by kind. */
 export const statusText = (load) => countsText({ ...load.statuses, ...load.errors }) || 'nothing';
 
-/** Runs one class with its own services; a class that throws or hangs is one FAILED row, and the run goes on. */
+/** A class that throws or hangs is one FAILED row, and the run goes on. */
 export async function runClass(title, fn, serviceDir) {
   const services = [];
   const cleanups = [];

@@ -98,11 +98,7 @@ const CAP = { api: 2048, metrics: 64 };
 /** 4. Connections held open for free, as many as the cap leaves room for: 500 trickling their headers, 1,400 saying nothing. */
 export const slowlorisAndIdle = (ctx) => slowlorisOn(ctx, 'api', 500, 1400);
 
-/**
- * Opens `n` connections to `port`, 250 at a time (a burst of thousands of SYNs overflows the accept
- * backlog and costs 1 s retries), each sent `first` once connected, and each recording its answer
- * and when it was closed (s after `from`, else after it was opened).
- */
+/** 250 at a time: a burst of thousands of SYNs overflows the accept backlog and costs 1 s retries. */
 async function openMany(port, n, first, from) {
   const all = [];
   for (let i = 0; i < n; i += 250) {
@@ -120,7 +116,6 @@ async function openMany(port, n, first, from) {
   return all;
 }
 
-/** The status of a connection's first answer. */
 const firstStatus = (c) => (c.answer ? (parseResponses(c.answer)[0]?.status ?? 'garbled') : 'none');
 
 /**
@@ -175,7 +170,6 @@ async function slowlorisOn(ctx, port, tricklers, idlers) {
 export async function oversizedBodies(ctx) {
   const rows = [];
 
-  // A 100 MB chunked upload, reading while writing (as a streaming client does).
   {
     const svc = await ctx.start('oversized-chunked');
     const before = rssMb(svc.pid);
@@ -195,7 +189,6 @@ export async function oversizedBodies(ctx) {
     });
   }
 
-  // 20 naive clients: the whole 20 MB body first, and only then read.
   {
     const svc = await ctx.start('oversized-naive');
     const results = await Promise.all(Array.from({ length: 20 }, () => writeAllThenRead(svc.port, 20 * MB)));
@@ -210,7 +203,6 @@ export async function oversizedBodies(ctx) {
     });
   }
 
-  // 50 clients that wait for 100 Continue before sending an over-limit body.
   {
     const svc = await ctx.start('oversized-expect');
     const payload = 'POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10485760\r\nExpect: 100-continue\r\n\r\n';

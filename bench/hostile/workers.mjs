@@ -10,11 +10,8 @@ import { settleOnce } from './clients.mjs';
 
 const WORKERS = {
   /**
-   * Closed loop over `connections` keep-alive connections: each sends the next `POST /product`
-   * (or `GET o.path`: a scrape of the metrics port) when the previous answer arrives, until
-   * `seconds` pass or `stopAt` (epoch ms). A loop ends early when its connection is refused (the
-   * listener closed). failed = errors other than that + answers other than 201 (200 for a GET);
-   * failedReused = those on a connection kept alive from an earlier answer.
+   * A loop ends early when its connection is refused (the listener closed); failedReused = failures
+   * on a connection kept alive from an earlier answer.
    */
   async keepalive(o) {
     const agent = new http.Agent({ keepAlive: true, maxSockets: o.connections });
@@ -72,10 +69,6 @@ const WORKERS = {
     return { sent, ok, okAfter, statuses, errors, refused, failed: all - ok, failedReused };
   },
 
-  /**
-   * `connections` connections each writing pipelined `POST /product` requests as fast as the socket
-   * takes them and never reading; with `reconnect`, one that the server closes is replaced at once.
-   */
   async 'pipeline-flood'(o) {
     const burst = Buffer.from('POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n'.repeat(256));
     const perBurst = 256;

@@ -25,7 +25,6 @@ const productIdsIssued = new client.Counter({
 const app = new Koa();
 const router = new Router();
 
-// Request logging + metrics middleware.
 app.use(async (ctx, next) => {
   const start = process.hrtime.bigint();
   try {

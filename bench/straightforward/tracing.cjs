@@ -1,9 +1,7 @@
 'use strict';
-// The comparison: OpenTelemetry set up the way the getting-started guides show it.
-// NodeSDK + every auto-instrumentation with its defaults + the OTLP/HTTP protobuf trace
-// exporter. Everything else (metrics and logs exporters, resource detectors, sampler,
-// batch processor settings) is left to the SDK's defaults and the OTEL_* environment,
-// exactly as a user following the docs would. Preloaded with `node --require`.
+// The comparison: OpenTelemetry set up the way the getting-started guides show it; everything
+// else is left to the SDK's defaults and the OTEL_* environment, exactly as a user following the
+// docs would. Preloaded with `node --require`.
 const { NodeSDK } = require('@opentelemetry/sdk-node');
 const { getNodeAutoInstrumentations } = require('@opentelemetry/auto-instrumentations-node');
 const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-proto');

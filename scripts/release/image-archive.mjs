@@ -33,13 +33,11 @@ import { parseArgs } from 'node:util';
 const INDEX_TYPES = new Set(['application/vnd.oci.image.index.v1+json', 'application/vnd.docker.distribution.manifest.list.v2+json']);
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
-/** One line on stderr naming what is wrong, then exit 1. */
 function fail(message) {
   process.stderr.write(`image-archive: ${message}\n`);
   process.exit(1);
 }
 
-/** Runs a command; its stdout, or a failure naming it and its stderr. */
 function run(command, args) {
   const result = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (result.error) fail(`${command}: ${result.error.message}`);
@@ -47,7 +45,6 @@ function run(command, args) {
   return result.stdout;
 }
 
-/** A file of the archive, parsed as JSON. */
 function archiveJson(archive, path) {
   const text = run('tar', ['-xOf', archive, path]);
   try {
@@ -57,7 +54,6 @@ function archiveJson(archive, path) {
   }
 }
 
-/** The archive's one image index: its descriptor (digest) and its content. */
 function imageIndex(archive) {
   const layout = archiveJson(archive, 'index.json');
   const [descriptor, ...others] = layout.manifests ?? [];
@@ -74,7 +70,6 @@ function platforms(index) {
     .map((m) => ({ digest: m.digest, ...m.platform }));
 }
 
-/** skopeo's arguments that pick `platform` out of an index. */
 function override(platform) {
   return ['--override-os', platform.os, '--override-arch', platform.architecture, ...(platform.variant ? ['--override-variant', platform.variant] : [])];
 }
@@ -94,7 +89,6 @@ function split(archive, out) {
   }
 }
 
-/** The digest of the manifest the registry serves for `reference`, or undefined when it has none. */
 function served(reference, plainHttp) {
   const tls = plainHttp ? ['--tls-verify=false'] : [];
   const result = spawnSync('skopeo', ['inspect', '--raw', ...tls, `docker://${reference}`], { maxBuffer: 64 * 1024 * 1024 });

@@ -43,7 +43,6 @@ function git(args) {
   return run;
 }
 
-/** The kind and version of a release tag, or undefined for any other tag. */
 function parseTag(name) {
   const match = TAG.exec(name);
   if (!match || semver.valid(match[2]) !== match[2]) return undefined;
