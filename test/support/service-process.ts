@@ -27,7 +27,6 @@ export async function freePorts(count: number): Promise<number[]> {
   return ports;
 }
 
-/** A port that was free a moment ago. */
 export async function freePort(): Promise<number> {
   const [port] = await freePorts(1);
   return port as number;
@@ -64,7 +63,6 @@ function assertBuilt(): void {
   if (newer.length > 0) throw new Error(`src/ changed after dist/ was built (${newer.join(', ')}): run \`npm run build\` first (\`npm test\` does)`);
 }
 
-/** Appends every complete line `stream` delivers to `lines` (see LogLine). */
 export function collectLogLines(stream: Readable, lines: LogLine[]): void {
   let pending = '';
   stream.setEncoding('utf8').on('data', (chunk: string) => {
@@ -86,9 +84,8 @@ export function exitWithin(exited: Promise<number | string>, timeoutMs: number):
 }
 
 /**
- * Starts the service with spawnMain on free ports (unless `env` names them) and resolves once /health
- * answers. Given a file descriptor for stdout (e.g. /dev/null under heavy load), the test reads no
- * log lines.
+ * Starts the service on free ports (unless `env` names them), resolved once /health answers. Given
+ * a file descriptor for stdout (e.g. /dev/null under heavy load), the test reads no log lines.
  */
 export async function startService(env: Record<string, string> = {}, stdoutFd?: number) {
   const [apiFree, metricsFree] = await freePorts(2);
@@ -130,14 +127,10 @@ export async function startService(env: Record<string, string> = {}, stdoutFd?: 
     metricsPort,
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
-    /** Every stdout line so far (see LogLine). */
     logLines: (): LogLine[] => lines,
-    /** Everything written on stdout so far, as written. */
     stdout: (): string => stdout,
     stderr: (): string => stderr,
-    /** Resolves with the exit code (or the signal name) when the process ends. */
     exited,
-    /** Waits until a log line satisfies `predicate`, or fails after `timeoutMs`. */
     waitForLog,
     async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | string> {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
