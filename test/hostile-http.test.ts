@@ -1,5 +1,4 @@
-// Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
-// (test/support/service-process.ts, built by `npm test` first) where the real process does.
+// Runs: src in-process where the answer is what matters, dist/main.js where the real process does.
 //
 // Hostile and unusual HTTP through real sockets, on both ports: the answer on the wire and, where the
 // request reached the service, what it recorded (histogram, product_ids_issued_total, log level).

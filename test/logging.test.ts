@@ -1,5 +1,4 @@
-// Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
-// (test/support/service-process.ts, built by `npm test` first) where the real process does.
+// Runs: src in-process where the answer is what matters, dist/main.js where the real process does.
 //
 // The log stream: JSON lines a log pipeline can index without configuration, one line per
 // request (probes only at debug), never a request body, and unexpected errors logged in full

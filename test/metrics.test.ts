@@ -1,9 +1,7 @@
-// Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
-// (test/support/service-process.ts, built by `npm test` first) where the real process does.
+// Runs: src in-process where the answer is what matters, dist/main.js where the real process does.
 //
-// The Prometheus exposition: which port serves it, what it counts, the label values it may
-// contain, its two formats (plain text and OpenMetrics with exemplars) and that promtool accepts it.
-// Process metrics, the real build info and trace exemplars exist only in the built service.
+// The Prometheus exposition, plain and OpenMetrics. Process metrics, the real build info and trace
+// exemplars exist only in the built service.
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';

@@ -1,5 +1,4 @@
-// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
-// builds dist/ first.
+// Runs: dist/main.js (test/support/service-process.ts; `npm test` builds dist/ first).
 //
 // OpenTelemetry variables the service cannot honour as written are reported in one line on stderr
 // each (the SDK's own warnings, on by default here), and never stop the service.

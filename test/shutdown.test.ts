@@ -1,5 +1,4 @@
-// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
-// builds dist/ first.
+// Runs: dist/main.js (test/support/service-process.ts; `npm test` builds dist/ first).
 
 import { Agent, request, type ClientRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';

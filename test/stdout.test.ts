@@ -1,10 +1,8 @@
-// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
-// builds dist/ first.
+// Runs: dist/main.js (test/support/service-process.ts; `npm test` builds dist/ first).
 //
-// A stuck stdout: the service's stdout is a FIFO whose reader (a log shipper) reads the first
-// lines, then stops reading. Logging must hold neither a request, nor memory beyond its bounded
-// buffer, nor the exit; the lines it drops are counted on /metrics and, once the pipe moves
-// again, in one warn line.
+// A stuck stdout (a FIFO whose reader, a log shipper, stops reading) must hold neither a request,
+// nor memory beyond the bounded buffer, nor the exit; the lines it drops are counted on /metrics
+// and, once the pipe moves again, in one warn line.
 import { Agent, request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
