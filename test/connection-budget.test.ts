@@ -21,7 +21,6 @@ const unfinishedHead = (path: string, size: number): string => {
 
 interface Holder {
   socket: Socket;
-  /** Whether the server closed the connection with nothing written on it. */
   closedUnanswered(): boolean;
 }
 

@@ -47,7 +47,6 @@ function expectValid(schema: object, value: unknown, what: string): void {
   expect(validate(value), `${what}: ${JSON.stringify(value)} ${ajv.errorsText(validate.errors)}`).toBe(true);
 }
 
-/** Checks `answer` to `method path` against the document, and records it as answered. */
 function expectDocumented(method: string, path: string | undefined, answer: ParsedResponse): void {
   const { name, responses } = documented(method, path);
   const response = responses[String(answer.status)];
@@ -77,7 +76,6 @@ function expectDocumented(method: string, path: string | undefined, answer: Pars
   answered.add(name === 'NotFound' || name === 'MethodNotAllowed' ? name : where);
 }
 
-/** Sends `payload` on a new connection and returns the first answer. */
 async function exchange(target: InProcessService, payload: string): Promise<ParsedResponse> {
   return parseResponse(await rawExchange(target.port, payload));
 }
@@ -110,7 +108,6 @@ const REFUSALS: Array<[status: number, provoke: (method: string, path: string) =
   [505, (method, path) => `${method} ${path} HTTP/2.0\r\nHost: x\r\n\r\n`],
 ];
 
-/** Every documented operation, as [METHOD, path]. */
 const operations = (): Array<[string, string]> =>
   Object.entries(document.paths).flatMap(([path, item]) =>
     OPENAPI_METHODS.filter((method) => item[method] !== undefined).map((method) => [method.toUpperCase(), path] as [string, string]),

@@ -37,13 +37,11 @@ function expectProblem(answer: ParsedResponse, status: number): void {
   expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status, title: STATUS_CODES[status] });
 }
 
-/** Whether `raw` holds a whole response (headers and a Content-Length body). */
 function isCompleteResponse(raw: string): boolean {
   const end = raw.indexOf('\r\n\r\n');
   return end >= 0 && raw.length >= end + 4 + Number(/content-length: (\d+)/i.exec(raw)?.[1] ?? 0);
 }
 
-/** Sends `payload` on a fresh connection; resolves with what came back once the server has closed the connection. */
 async function exchangeUntilClosed(port: number, payload: string): Promise<string> {
   const connection = await openRaw(port);
   connection.socket.write(payload);
@@ -402,7 +400,6 @@ describe('the metrics port, attacked as the API port is', () => {
     return { renders: () => renders, release: open };
   }
 
-  /** The requests the metrics server has received, counted from now. */
   function countRequests(svc: InProcessService): () => number {
     let received = 0;
     svc.metricsServer.on('request', () => (received += 1));

@@ -34,7 +34,6 @@ describe('the built service at the default level (info)', () => {
     // stop() resolves once stdout is closed, so every line the process wrote has been read.
     expect(await svc.stop('SIGTERM')).toBe(0);
     const lines = svc.logLines();
-    // startService keeps a line that is not JSON as { raw }.
     expect(lines.filter((line) => 'raw' in line)).toEqual([]);
     for (const line of lines) {
       expect(line).toMatchObject({ service: 'product-service', version: VERSION });

@@ -93,14 +93,12 @@ describe('counting, in-process', () => {
     expect(await refused('bad_request')).toBe(2);
     expect(await refused('http_version_not_supported')).toBe(1);
     expect(await refused('expectation_failed')).toBe(1);
-    // None of them reached the application's histogram.
     expect(samples(await svc.exposition(), 'http_server_request_duration_seconds_count').every(({ value }) => value === 0)).toBe(true);
   });
 });
 
 describe('queue time: X-Request-Start from a trusted proxy (TRUSTED_PROXIES), in-process', () => {
   const QUEUE = 'product_service_http_request_queue_seconds';
-  /** Sends POST /product with X-Request-Start `header`; returns what the two histograms observed for it (the request duration, and the queue time or undefined). */
   async function observed(svc: InProcessService, header: string): Promise<{ seconds: number; queued: number | undefined }> {
     const read = async (name: string, labels: Record<string, string> = {}) => {
       const body = await svc.exposition();

@@ -6,7 +6,6 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { startOtlpReceiver } from './support/otlp-receiver';
 import { startService } from './support/service-process';
 
-/** Runs the service with `env`, makes one request, waits for `andThen`, and returns what it wrote on stderr. */
 async function stderrOf(env: Record<string, string>, andThen: () => Promise<unknown> = () => Promise.resolve()): Promise<string> {
   const service = await startService(env);
   try {

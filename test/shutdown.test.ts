@@ -21,7 +21,6 @@ function post(port: number, agent: Agent): Promise<Outcome> {
   });
 }
 
-/** Starts a chunked upload to POST /product and returns the request (to finish later) and its outcome. */
 function startSlowUpload(port: number): { req: ClientRequest; outcome: Promise<Outcome> } {
   let req!: ClientRequest;
   const outcome = new Promise<Outcome>((resolve) => {
@@ -81,7 +80,6 @@ describe('graceful shutdown', () => {
     service.child.kill('SIGTERM');
     await service.waitForLog((line) => String(line.msg).startsWith('shutdown: listener closed'));
     await sleep(500);
-    // Still running: the request has not finished.
     expect(service.child.exitCode).toBeNull();
     upload.req.end(',"part":2}');
     expect(await upload.outcome).toEqual({ status: 201 });

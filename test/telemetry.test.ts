@@ -351,7 +351,6 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
 });
 
 describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
-  /** A client's traceparent (flags 00: "do not trace this", or 01), tracestate and baggage, on a POST /product with a User-Agent of its own. */
   async function postWithClientContext(svc: ServiceProcess, flags: '00' | '01'): Promise<{ trace: TraceContext; userAgent: string }> {
     const trace = newTraceContext();
     const userAgent = `trust-test/${randomBytes(6).toString('hex')}`;

@@ -9,12 +9,10 @@ import { collectLogLines, startService, type LogLine, type ServiceProcess } from
 
 /** A ServiceProcess whose stdout the test reads only through the FIFO's reader. */
 export interface FifoService extends Omit<ServiceProcess, 'logLines' | 'stdout' | 'waitForLog'> {
-  /** Every complete line the reader has read (see LogLine). */
   readonly lines: LogLine[];
   /** The reader stops reading (the pipe fills up) or reads again. */
   pauseReader(): void;
   resumeReader(): void;
-  /** Kills the service if it still runs, closes the reader and removes the FIFO. */
   close(): Promise<void>;
 }
 

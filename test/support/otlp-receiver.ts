@@ -113,7 +113,6 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
         () => `fewer than ${count} matching spans; received: ${JSON.stringify(spans.map((s) => s.name))}`,
         timeoutMs,
       ),
-    /** Resolves with all log records once `predicate` holds for at least one of them; rejects after `timeoutMs`. */
     waitForLogs: (predicate: (record: ReceivedLogRecord) => boolean, timeoutMs = 10_000): Promise<ReceivedLogRecord[]> =>
       waitFor(
         logs,

@@ -15,10 +15,7 @@ export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf
 /** A stdout line of the service: parsed where it is JSON, else { raw: the line }. */
 export type LogLine = Record<string, unknown>;
 
-/**
- * `count` distinct ports that were free a moment ago (the OS picks them); good enough on a test
- * machine. All are held open together, so the OS cannot hand the same port out twice.
- */
+/** `count` ports the OS picks, held open together so that it cannot hand the same one out twice. */
 export async function freePorts(count: number): Promise<number[]> {
   const servers = Array.from({ length: count }, () => createServer().listen(0, '127.0.0.1'));
   await Promise.all(servers.map((server) => once(server, 'listening')));
@@ -78,7 +75,6 @@ export function collectLogLines(stream: Readable, lines: LogLine[]): void {
   });
 }
 
-/** The exit code (or signal name) of a process that ends within `timeoutMs`, else 'still running'. */
 export function exitWithin(exited: Promise<number | string>, timeoutMs: number): Promise<number | string> {
   return Promise.race([exited, sleep(timeoutMs, 'still running')]);
 }
@@ -156,10 +152,7 @@ export async function serviceForTest(env: Record<string, string> = {}, stdoutFd?
   return svc;
 }
 
-/**
- * A receiver, and a service exporting its spans to it every 200 ms with `env` added, started for the
- * tests of the describe block that calls it (filled in before them).
- */
+/** A receiver and a service exporting to it every 200 ms, for the describe block that calls it. */
 export function exportingServiceForSuite(env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } {
   const shared: { collector?: OtlpReceiver; svc?: ServiceProcess } = {};
   beforeAll(async () => {
