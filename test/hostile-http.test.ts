@@ -197,9 +197,8 @@ describe('a body over the limit from a client still sending it', () => {
   it('the lingering close is bounded in bytes: a client that keeps sending is cut off after the limit', async () => {
     const svc = await inProcessForTest({}, { lingeringClose: { maxMs: 10_000, maxBytes: 2 * MiB } });
     const { raw, wrote } = await sendWholeBodyThenRead(svc.port, 200 * MiB);
-    // What the client got to write: the 1 MiB read before the 413, the 2 MiB discarded, and what
-    // the loopback's socket buffers held; far from the 200 MiB it meant to send. The answer may be
-    // lost to the reset that ends it: the point is that the connection ended.
+    // The 1 MiB read before the 413, the 2 MiB discarded and the socket buffers: far from 200 MiB.
+    // The answer may be lost to the reset that ends it: the point is that the connection ended.
     expect(wrote).toBeLessThan(32 * MiB);
     if (raw !== '') expectProblem(parseResponse(raw), 413);
   });
@@ -326,7 +325,6 @@ describe('pipelining', () => {
         return socket;
       }),
     );
-    // A refusal closed without an answer is logged at warn.
     const closedByServer = (): number => svc.logLines().filter((line) => line.msg === REFUSAL_LOG_MESSAGE && line.level === 'warn').length;
     let peakRss = rss();
     let slowestHealth = 0;

@@ -100,7 +100,6 @@ describe('an unexpected error while serving a request', () => {
     expect(err?.type).toBe('Error');
     expect(err?.message).toBe('boom-marker');
     expect(err?.stack).toContain('boom-marker');
-    // Paired with its request and its answer by that id, and saying which request failed.
     expect(errorLines[0]).toMatchObject({ method: 'POST', route: '/product', status: 500, trace_id: traceId });
     expect(svc.logs.find((line) => line.msg === 'request completed')).toMatchObject({ level: 'info', route: '/product', status: 500, trace_id: traceId });
 

@@ -173,7 +173,6 @@ describe('the built service', () => {
 
     const scraped = await fetch(shared.svc.metricsUrl);
     expect(scraped.status).toBe(200);
-    // Every answer of the metrics port, errors included, as every answer of the API port.
     for (const response of [otherPath, wrongMethod, head, scraped]) {
       expect(response.headers.get('cache-control')).toBe('no-store');
       expect(response.headers.get('x-content-type-options')).toBe('nosniff');
@@ -225,7 +224,6 @@ describe('the built service', () => {
       headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${'c3'.repeat(8)}-01` },
     });
     expect(answer.status).toBe(201);
-    // The exemplar is the span's trace: the same trace reached the shared.collector.
     await shared.collector.waitForSpans((span) => span.traceId === traceId);
 
     const response = await fetch(shared.svc.metricsUrl, { headers: { accept: `${OPENMETRICS}; version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1` } });

@@ -91,9 +91,8 @@ const b3Single = (trace: TraceContext): Record<string, string> => ({ b3: `${trac
 const b3Multi = (trace: TraceContext): Record<string, string> => ({ 'X-B3-TraceId': trace.traceId, 'X-B3-SpanId': trace.parentSpanId, 'X-B3-Sampled': '1' });
 
 /**
- * Every span exported so far, once the spans of all earlier requests have arrived: a later
- * (marker) request's span is waited for, and the batch processor exports in order, so "exactly
- * one" or "none" on the result is not a race. `propagation` carries the marker's trace context.
+ * Every span exported so far, once a later marker request's span has arrived: spans are exported
+ * in order, so "exactly one" or "none" on the result is not a race.
  */
 async function spansAfterMarker(svc: ServiceProcess, collector: OtlpReceiver, propagation = w3c): Promise<ReceivedSpan[]> {
   const marker = newTraceContext();
@@ -322,7 +321,6 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
       for (const request of collector.logRequests) expect(request.contentType).toBe(contentType);
       // The line on stdout is unchanged: the record is sent in addition to it.
       expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ route: '/product', status: 201, span_id: span.spanId });
-      // Lines written outside a request are sent too, without a trace context.
       expect(collector.logs.some((record) => record.body === 'product-service listening' && record.traceId === '')).toBe(true);
     },
   );
@@ -652,7 +650,6 @@ describe('configurations that export nothing, or to the default endpoint', () =>
     const notFound = await fetch(`${svc.baseUrl}/nowhere`);
     expect([traced.status, untraced.status, notFound.status]).toEqual([201, 201, 404]);
     const ids = [traced, untraced, notFound].map(traceResponseOf);
-    // The caller's trace continues, in a span of this service's; without a traceparent, a trace of its own.
     expect(ids[0]?.traceId).toBe(trace.traceId);
     expect(ids[0]?.spanId).not.toBe(trace.parentSpanId);
     expect(new Set(ids.map((id) => id.traceId)).size).toBe(3);
@@ -788,7 +785,6 @@ describe('span pipeline self-metrics', () => {
       // Generous bound: a request that waited on the exporter would wait for its 1 s timeout.
       expect(result.slowestMs).toBeLessThan(1000);
 
-      // Once every span is accounted for, none was exported and each failure has an error type.
       const exposition = await waitForExposition(svc, (e) => expect(sum(byErrorType(e, PROCESSED))).toBe(REQUESTS));
       const processed = byErrorType(exposition, PROCESSED);
       const failures = Object.fromEntries(Object.entries(processed).filter(([type]) => type !== '' && type !== 'queue_full'));
@@ -797,7 +793,6 @@ describe('span pipeline self-metrics', () => {
       expect(processed['']).toBe(0);
       expect(byErrorType(exposition, EXPORTED)).toEqual({ '': 0, ...failures });
       if (collector !== undefined) expect(collector.requests.length).toBeGreaterThan(0);
-      // Whatever the SDK says about the failures is one line each, on stderr; stdout stays JSON.
       expect(stderrBesidesDiagnostics(svc)).toEqual([]);
       expect(svc.logLines().filter((line) => 'raw' in line)).toEqual([]);
     },

@@ -16,10 +16,7 @@ export interface FifoService extends Omit<ServiceProcess, 'logLines' | 'stdout' 
   close(): Promise<void>;
 }
 
-/**
- * startService with stdout a FIFO instead of a pipe to the test: the reader is a socket on the
- * FIFO's read end in this process, and the service gets the write end as its fd 1.
- */
+/** The reader is a socket on the FIFO's read end in this process; the service gets the write end. */
 export async function startWithFifoStdout(env: Record<string, string>): Promise<FifoService> {
   const dir = mkdtempSync(join(tmpdir(), 'product-service-stdout-'));
   const fifo = join(dir, 'stdout');

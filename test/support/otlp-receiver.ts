@@ -40,7 +40,6 @@ interface ExportRequest {
   headers: IncomingHttpHeaders;
   /** When it arrived (performance.now(), ms). */
   receivedAt: number;
-  /** How many spans or log records it carried. */
   items: number;
 }
 

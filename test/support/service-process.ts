@@ -35,9 +35,8 @@ export const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(read
 export type ServiceProcess = Awaited<ReturnType<typeof startService>>;
 
 /**
- * Spawns the built service as production starts it (`node dist/main.js`, with the Node running the
- * tests) on 127.0.0.1. `env` is added to a clean environment: OTEL_* from the caller's shell never
- * leak in. stdout goes to a pipe, or to the file descriptor given; stderr to a pipe.
+ * `node dist/main.js` as production starts it, on the Node running the tests. `env` is added to a
+ * clean environment: OTEL_* from the caller's shell never leak in.
  */
 function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
   assertBuilt();
@@ -49,9 +48,8 @@ function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'
 }
 
 /**
- * The tests that spawn the service run dist/, which `npm test` builds first (its pretest script);
- * a test run on its own (vitest run test/x.test.ts) does not. A missing or older build fails here,
- * saying so, instead of testing yesterday's code.
+ * `npm test` builds dist/ first, a lone `vitest run test/x.test.ts` does not: a missing or older
+ * build fails here instead of testing yesterday's code.
  */
 function assertBuilt(): void {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} does not exist: run \`npm run build\` first (\`npm test\` does)`);
