@@ -47,7 +47,6 @@ describe('openapi.yaml and the router', () => {
   });
 });
 
-/** Tracked and new files of the repository that are text, without the lockfile and committed benchmark results. */
 function repositoryTextFiles(): string[] {
   return execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' })
     .split('\n')

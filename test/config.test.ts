@@ -28,7 +28,6 @@ const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unk
   ['FAULT_DELAY', 'faultDelayMs', 0],
 ];
 
-/** Values accepted, and what they become. */
 const ACCEPTED: ReadonlyArray<[variable: string, value: string, expected: unknown]> = [
   ['PORT', '3000', 3000],
   ['PORT', '0', 0],
@@ -65,7 +64,6 @@ const ACCEPTED: ReadonlyArray<[variable: string, value: string, expected: unknow
   ['FAULT_DELAY', '120', 120_000],
 ];
 
-/** Values refused, and what the message says is allowed. */
 const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]> = [
   ['PORT', 'abc', /expected a whole number from 0 to 65535/],
   ['PORT', '70000', /expected a whole number/],
@@ -180,7 +178,6 @@ describe('the entry point with a bad variable', () => {
     expect(lines[0]).toContain(`${name}="${value}"`);
     expect(lines[0]).toMatch(/^product-service: invalid configuration: /);
     expect(result.stderr).not.toMatch(/at .*\.js/);
-    // Nothing was logged as listening.
     expect(result.stdout).not.toContain('listening');
   });
 

@@ -1,10 +1,8 @@
 // Runs: dist/main.js (test/support/service-process.ts), since memory is the real process's; the
 // header size limit in-process (test/support/in-process.ts).
 //
-// The memory budget (docs/reliability.md, "Memory budget"): each port holds at most so many
-// connections (MAX_CONNECTIONS on the API port, METRICS_MAX_CONNECTIONS on the metrics port), and
-// a connection holds at most MAX_HEADER_SIZE of unfinished headers, so what clients can make the
-// process hold is bounded whatever they send.
+// The memory budget (docs/reliability.md, "Memory budget"): connections per port and unfinished
+// header bytes per connection are capped, so what clients can make the process hold is bounded.
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -23,7 +21,6 @@ const unfinishedHead = (path: string, size: number): string => {
 
 interface Holder {
   socket: Socket;
-  /** Whether the server closed the connection with nothing written on it. */
   closedUnanswered(): boolean;
 }
 

@@ -1,12 +1,8 @@
 // Runs: src in-process (test/support/in-process.ts): no build needed.
 //
 // The service holds to openapi.yaml: every operation the document lists is asked once with no
-// body (so a new route needs no request here), and the requests below provoke the other answers.
-// Each goes to a real socket, and its answer's status must be one the document lists for that
-// operation (or, for a path or method it does not list, components.responses.NotFound or
-// MethodNotAllowed), with every documented header present and valid, the documented content type,
-// and a body valid against the documented schema (ajv, JSON Schema 2020-12, as OpenAPI 3.1 uses).
-// The last test fails when the document lists an answer that no request here provokes.
+// body (so a new route needs no request here), the requests below provoke the other answers, and
+// each answer's status, headers, content type and body must be what the document says.
 import { STATUS_CODES } from 'node:http';
 import Ajv2020 from 'ajv/dist/2020';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -51,7 +47,6 @@ function expectValid(schema: object, value: unknown, what: string): void {
   expect(validate(value), `${what}: ${JSON.stringify(value)} ${ajv.errorsText(validate.errors)}`).toBe(true);
 }
 
-/** Checks `answer` to `method path` against the document, and records it as answered. */
 function expectDocumented(method: string, path: string | undefined, answer: ParsedResponse): void {
   const { name, responses } = documented(method, path);
   const response = responses[String(answer.status)];
@@ -81,7 +76,6 @@ function expectDocumented(method: string, path: string | undefined, answer: Pars
   answered.add(name === 'NotFound' || name === 'MethodNotAllowed' ? name : where);
 }
 
-/** Sends `payload` on a new connection and returns the first answer. */
 async function exchange(target: InProcessService, payload: string): Promise<ParsedResponse> {
   return parseResponse(await rawExchange(target.port, payload));
 }
@@ -114,7 +108,6 @@ const REFUSALS: Array<[status: number, provoke: (method: string, path: string) =
   [505, (method, path) => `${method} ${path} HTTP/2.0\r\nHost: x\r\n\r\n`],
 ];
 
-/** Every documented operation, as [METHOD, path]. */
 const operations = (): Array<[string, string]> =>
   Object.entries(document.paths).flatMap(([path, item]) =>
     OPENAPI_METHODS.filter((method) => item[method] !== undefined).map((method) => [method.toUpperCase(), path] as [string, string]),

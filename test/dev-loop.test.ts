@@ -1,10 +1,7 @@
 // Runs: scripts/dev.mjs (`npm run dev`), in a scratch copy of src/ and scripts/ whose sources the
 // test changes; it builds its own dist-dev/, so no build is needed.
 //
-// The development loop as a developer meets it: the service started through the entry point
-// (telemetry first), its log lines pretty, a change that does not build reported while the last
-// good build keeps serving, a change under src/ served after a restart, a debugger on --inspect,
-// and Ctrl-C ending it all with exit code 0.
+// The development loop as a developer meets it, from `npm run dev` to Ctrl-C.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -13,7 +13,6 @@ import { ROOT } from './support/paths';
 describe('the Markdown', () => {
   it('has no relative link or anchor that does not resolve (remark-validate-links)', () => {
     const remark = join(ROOT, 'node_modules', 'remark-cli', 'cli.js');
-    // Every Markdown file but what git ignores; links to other sites are not followed.
     const args = ['--quiet', '--frail', '--no-stdout', '--no-color', '--ignore-path', '.gitignore', '--use', 'remark-validate-links=repository:false', '.'];
     const run = spawnSync(process.execPath, [remark, ...args], { cwd: ROOT, encoding: 'utf8' });
     expect(run.stderr).toBe('');

@@ -1,5 +1,4 @@
-// Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
-// (test/support/service-process.ts, built by `npm test` first) where the real process does.
+// Runs: src in-process where the answer is what matters, dist/main.js where the real process does.
 //
 // Hostile and unusual HTTP through real sockets, on both ports: the answer on the wire and, where the
 // request reached the service, what it recorded (histogram, product_ids_issued_total, log level).
@@ -38,13 +37,11 @@ function expectProblem(answer: ParsedResponse, status: number): void {
   expect(JSON.parse(answer.body)).toMatchObject({ type: 'about:blank', status, title: STATUS_CODES[status] });
 }
 
-/** Whether `raw` holds a whole response (headers and a Content-Length body). */
 function isCompleteResponse(raw: string): boolean {
   const end = raw.indexOf('\r\n\r\n');
   return end >= 0 && raw.length >= end + 4 + Number(/content-length: (\d+)/i.exec(raw)?.[1] ?? 0);
 }
 
-/** Sends `payload` on a fresh connection; resolves with what came back once the server has closed the connection. */
 async function exchangeUntilClosed(port: number, payload: string): Promise<string> {
   const connection = await openRaw(port);
   connection.socket.write(payload);
@@ -200,9 +197,8 @@ describe('a body over the limit from a client still sending it', () => {
   it('the lingering close is bounded in bytes: a client that keeps sending is cut off after the limit', async () => {
     const svc = await inProcessForTest({}, { lingeringClose: { maxMs: 10_000, maxBytes: 2 * MiB } });
     const { raw, wrote } = await sendWholeBodyThenRead(svc.port, 200 * MiB);
-    // What the client got to write: the 1 MiB read before the 413, the 2 MiB discarded, and what
-    // the loopback's socket buffers held; far from the 200 MiB it meant to send. The answer may be
-    // lost to the reset that ends it: the point is that the connection ended.
+    // The 1 MiB read before the 413, the 2 MiB discarded and the socket buffers: far from 200 MiB.
+    // The answer may be lost to the reset that ends it: the point is that the connection ended.
     expect(wrote).toBeLessThan(32 * MiB);
     if (raw !== '') expectProblem(parseResponse(raw), 413);
   });
@@ -329,7 +325,6 @@ describe('pipelining', () => {
         return socket;
       }),
     );
-    // A refusal closed without an answer is logged at warn.
     const closedByServer = (): number => svc.logLines().filter((line) => line.msg === REFUSAL_LOG_MESSAGE && line.level === 'warn').length;
     let peakRss = rss();
     let slowestHealth = 0;
@@ -403,7 +398,6 @@ describe('the metrics port, attacked as the API port is', () => {
     return { renders: () => renders, release: open };
   }
 
-  /** The requests the metrics server has received, counted from now. */
   function countRequests(svc: InProcessService): () => number {
     let received = 0;
     svc.metricsServer.on('request', () => (received += 1));

@@ -1,5 +1,4 @@
-// Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
-// (test/support/service-process.ts, built by `npm test` first) where the real process does.
+// Runs: src in-process where the answer is what matters, dist/main.js where the real process does.
 //
 // The log stream: JSON lines a log pipeline can index without configuration, one line per
 // request (probes only at debug), never a request body, and unexpected errors logged in full
@@ -35,7 +34,6 @@ describe('the built service at the default level (info)', () => {
     // stop() resolves once stdout is closed, so every line the process wrote has been read.
     expect(await svc.stop('SIGTERM')).toBe(0);
     const lines = svc.logLines();
-    // startService keeps a line that is not JSON as { raw }.
     expect(lines.filter((line) => 'raw' in line)).toEqual([]);
     for (const line of lines) {
       expect(line).toMatchObject({ service: 'product-service', version: VERSION });
@@ -102,7 +100,6 @@ describe('an unexpected error while serving a request', () => {
     expect(err?.type).toBe('Error');
     expect(err?.message).toBe('boom-marker');
     expect(err?.stack).toContain('boom-marker');
-    // Paired with its request and its answer by that id, and saying which request failed.
     expect(errorLines[0]).toMatchObject({ method: 'POST', route: '/product', status: 500, trace_id: traceId });
     expect(svc.logs.find((line) => line.msg === 'request completed')).toMatchObject({ level: 'info', route: '/product', status: 500, trace_id: traceId });
 

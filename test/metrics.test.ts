@@ -1,9 +1,7 @@
-// Runs: src in-process (test/support/in-process.ts) where the answer is what matters; dist/main.js
-// (test/support/service-process.ts, built by `npm test` first) where the real process does.
+// Runs: src in-process where the answer is what matters, dist/main.js where the real process does.
 //
-// The Prometheus exposition: which port serves it, what it counts, the label values it may
-// contain, its two formats (plain text and OpenMetrics with exemplars) and that promtool accepts it.
-// Process metrics, the real build info and trace exemplars exist only in the built service.
+// The Prometheus exposition, plain and OpenMetrics. Process metrics, the real build info and trace
+// exemplars exist only in the built service.
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
@@ -95,14 +93,12 @@ describe('counting, in-process', () => {
     expect(await refused('bad_request')).toBe(2);
     expect(await refused('http_version_not_supported')).toBe(1);
     expect(await refused('expectation_failed')).toBe(1);
-    // None of them reached the application's histogram.
     expect(samples(await svc.exposition(), 'http_server_request_duration_seconds_count').every(({ value }) => value === 0)).toBe(true);
   });
 });
 
 describe('queue time: X-Request-Start from a trusted proxy (TRUSTED_PROXIES), in-process', () => {
   const QUEUE = 'product_service_http_request_queue_seconds';
-  /** Sends POST /product with X-Request-Start `header`; returns what the two histograms observed for it (the request duration, and the queue time or undefined). */
   async function observed(svc: InProcessService, header: string): Promise<{ seconds: number; queued: number | undefined }> {
     const read = async (name: string, labels: Record<string, string> = {}) => {
       const body = await svc.exposition();
@@ -177,7 +173,6 @@ describe('the built service', () => {
 
     const scraped = await fetch(shared.svc.metricsUrl);
     expect(scraped.status).toBe(200);
-    // Every answer of the metrics port, errors included, as every answer of the API port.
     for (const response of [otherPath, wrongMethod, head, scraped]) {
       expect(response.headers.get('cache-control')).toBe('no-store');
       expect(response.headers.get('x-content-type-options')).toBe('nosniff');
@@ -229,7 +224,6 @@ describe('the built service', () => {
       headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-${'c3'.repeat(8)}-01` },
     });
     expect(answer.status).toBe(201);
-    // The exemplar is the span's trace: the same trace reached the shared.collector.
     await shared.collector.waitForSpans((span) => span.traceId === traceId);
 
     const response = await fetch(shared.svc.metricsUrl, { headers: { accept: `${OPENMETRICS}; version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1` } });

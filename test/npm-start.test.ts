@@ -11,7 +11,6 @@ import { ROOT } from './support/paths';
 import { descendants } from './support/processes';
 import { freePorts } from './support/service-process';
 
-/** Whether anything accepts a connection on 127.0.0.1:`port`. */
 const listening = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');

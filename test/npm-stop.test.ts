@@ -2,9 +2,8 @@
 // scratch copy of the sources, as test/dev-loop.test.ts does), through the real npm on PATH.
 //
 // Whatever stops npm stops what it runs: an IDE's task runner, `timeout` or a script signals npm's
-// PID alone, and npm forwards only SIGINT and SIGTERM, only to its direct child. Each case signals
-// npm's PID and nothing else, then expects every process of the tree (the dev loop's watcher runs in
-// a process group of its own) to be gone and the port to be free within a few seconds.
+// PID alone, and npm forwards only SIGINT and SIGTERM, only to its direct child (the dev loop's
+// watcher runs in a process group of its own).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';

@@ -13,7 +13,6 @@ import { loadApiDocument, OPENAPI_FILE, type ApiDocument } from './support/opena
 import { ROOT } from './support/paths';
 import { VERSION } from './support/service-process';
 
-/** The generated types the typed client tests compile against; `npm run api:types` writes them. */
 const GENERATED_TYPES = join(ROOT, 'test', 'support', 'openapi-types.d.ts');
 
 let loaded: Awaited<ReturnType<typeof loadApiDocument>>;

@@ -1,5 +1,4 @@
-// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
-// builds dist/ first.
+// Runs: dist/main.js (test/support/service-process.ts; `npm test` builds dist/ first).
 //
 // OpenTelemetry variables the service cannot honour as written are reported in one line on stderr
 // each (the SDK's own warnings, on by default here), and never stop the service.
@@ -7,7 +6,6 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { startOtlpReceiver } from './support/otlp-receiver';
 import { startService } from './support/service-process';
 
-/** Runs the service with `env`, makes one request, waits for `andThen`, and returns what it wrote on stderr. */
 async function stderrOf(env: Record<string, string>, andThen: () => Promise<unknown> = () => Promise.resolve()): Promise<string> {
   const service = await startService(env);
   try {

@@ -8,7 +8,6 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from './support/paths';
 import { PRODUCT_ID_MAX, PRODUCT_ID_MIN } from '../src/http/routes';
 
-/** How many values randomProductId draws from. */
 const ID_VALUES = PRODUCT_ID_MAX - PRODUCT_ID_MIN + 1;
 
 /** The exact chance that `n` independent uniform draws from `values` values hold at least one repeat. */

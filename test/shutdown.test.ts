@@ -1,5 +1,4 @@
-// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
-// builds dist/ first.
+// Runs: dist/main.js (test/support/service-process.ts; `npm test` builds dist/ first).
 
 import { Agent, request, type ClientRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -22,7 +21,6 @@ function post(port: number, agent: Agent): Promise<Outcome> {
   });
 }
 
-/** Starts a chunked upload to POST /product and returns the request (to finish later) and its outcome. */
 function startSlowUpload(port: number): { req: ClientRequest; outcome: Promise<Outcome> } {
   let req!: ClientRequest;
   const outcome = new Promise<Outcome>((resolve) => {
@@ -82,7 +80,6 @@ describe('graceful shutdown', () => {
     service.child.kill('SIGTERM');
     await service.waitForLog((line) => String(line.msg).startsWith('shutdown: listener closed'));
     await sleep(500);
-    // Still running: the request has not finished.
     expect(service.child.exitCode).toBeNull();
     upload.req.end(',"part":2}');
     expect(await upload.outcome).toEqual({ status: 201 });

@@ -38,7 +38,6 @@ describe('clientAddress', () => {
     ['10.1.2.3', 'unknown', '10.1.2.3'],
     ['10.1.2.3', '198.51.100.7, _hidden, 10.4.4.4', '10.4.4.4'],
     ['10.1.2.3', '', '10.1.2.3'],
-    // Two X-Forwarded-For lines, as a header array.
     ['10.1.2.3', ['203.0.113.66', '198.51.100.7'], '198.51.100.7'],
   ])('peer %s, X-Forwarded-For %j: %s', (peer, forwardedFor, expected) => {
     expect(clientAddress(peer, forwardedFor, trusted)).toBe(expected);

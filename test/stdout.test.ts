@@ -1,10 +1,8 @@
-// Runs: dist/main.js, spawned as production starts it (test/support/service-process.ts): `npm test`
-// builds dist/ first.
+// Runs: dist/main.js (test/support/service-process.ts; `npm test` builds dist/ first).
 //
-// A stuck stdout: the service's stdout is a FIFO whose reader (a log shipper) reads the first
-// lines, then stops reading. Logging must hold neither a request, nor memory beyond its bounded
-// buffer, nor the exit; the lines it drops are counted on /metrics and, once the pipe moves
-// again, in one warn line.
+// A stuck stdout (a FIFO whose reader, a log shipper, stops reading) must hold neither a request,
+// nor memory beyond the bounded buffer, nor the exit; the lines it drops are counted on /metrics
+// and, once the pipe moves again, in one warn line.
 import { Agent, request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
@@ -48,10 +46,7 @@ interface LoadResult {
   maxHealthMs: number;
 }
 
-/**
- * POST /product on 16 keep-alive connections until stdout has dropped lines (its buffer is full)
- * and then for `moreMs`, while RSS and the time /health takes are sampled.
- */
+/** Loads until stdout drops lines (its buffer is full) and `moreMs` longer, sampling RSS and /health. */
 async function loadUntilLinesDrop(service: FifoService, moreMs = 1000): Promise<LoadResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: 16 });
   const pid = service.child.pid ?? 0;
@@ -116,7 +111,6 @@ describe('stdout that stops being read', () => {
     expect(dropped).toBeGreaterThan(0);
     expect(load.maxRssMb).toBeLessThan(RSS_BOUND_MB);
     expect(load.maxHealthMs).toBeLessThan(HEALTH_BOUND_MS);
-    // Once the load is over, at once.
     const started = Date.now();
     expect((await fetch(`http://127.0.0.1:${service.port}/health`)).status).toBe(200);
     expect(Date.now() - started).toBeLessThan(200);
@@ -174,7 +168,6 @@ describe('stdout that stops being read', () => {
     const lines = service.lines;
     expect(lines.filter((line) => 'raw' in line)).toEqual([]);
     const requestLines = lines.filter((line) => line.msg === 'request completed');
-    // Every request line was either written or counted as dropped.
     expect(requestLines.length + dropped).toBe(load.sent + 3);
     const warnAt = lines.findIndex((line) => line.msg === DROPPED_MSG);
     expect(lines.slice(warnAt + 1).filter((line) => line.msg === 'request completed')).toHaveLength(3);

@@ -33,15 +33,12 @@ const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '200' } as const;
  */
 const TRUSTED_CLIENT = { TRUSTED_PROXIES: '127.0.0.1' } as const;
 
-// ---- requests ----
-
 interface TraceContext {
   traceId: string;
   parentSpanId: string;
   traceparent: string;
 }
 
-/** A fresh trace id and parent span id, and the W3C traceparent that carries them. */
 function newTraceContext(): TraceContext {
   const traceId = randomBytes(16).toString('hex');
   const parentSpanId = randomBytes(8).toString('hex');
@@ -58,7 +55,6 @@ async function postProduct(svc: ServiceProcess, headers: Record<string, string> 
   return { status: response.status, productId: body.product_id };
 }
 
-/** Sends `total` POST /product requests, `concurrency` at a time; returns the statuses seen and the slowest request's duration. */
 async function load(svc: ServiceProcess, total: number, concurrency = 10): Promise<{ statuses: Record<number, number>; slowestMs: number }> {
   const statuses: Record<number, number> = {};
   let started = 0;
@@ -88,8 +84,6 @@ function traceResponseOf(response: Response): { traceId: string; spanId: string;
 const requestLogLine = (svc: ServiceProcess, traceId: string): Promise<Record<string, unknown>> =>
   svc.waitForLog((line) => line.msg === 'request completed' && line.trace_id === traceId);
 
-// ---- spans ----
-
 const spansOfTrace = (spans: readonly ReceivedSpan[], traceId: string): ReceivedSpan[] => spans.filter((span) => span.traceId === traceId);
 
 const w3c = (trace: TraceContext): Record<string, string> => ({ traceparent: trace.traceparent });
@@ -97,9 +91,8 @@ const b3Single = (trace: TraceContext): Record<string, string> => ({ b3: `${trac
 const b3Multi = (trace: TraceContext): Record<string, string> => ({ 'X-B3-TraceId': trace.traceId, 'X-B3-SpanId': trace.parentSpanId, 'X-B3-Sampled': '1' });
 
 /**
- * Every span exported so far, once the spans of all earlier requests have arrived: a later
- * (marker) request's span is waited for, and the batch processor exports in order, so "exactly
- * one" or "none" on the result is not a race. `propagation` carries the marker's trace context.
+ * Every span exported so far, once a later marker request's span has arrived: spans are exported
+ * in order, so "exactly one" or "none" on the result is not a race.
  */
 async function spansAfterMarker(svc: ServiceProcess, collector: OtlpReceiver, propagation = w3c): Promise<ReceivedSpan[]> {
   const marker = newTraceContext();
@@ -107,18 +100,14 @@ async function spansAfterMarker(svc: ServiceProcess, collector: OtlpReceiver, pr
   return collector.waitForSpans((span) => span.traceId === marker.traceId);
 }
 
-/** The one span that `matches`, waited for. */
 async function onlySpan(collector: OtlpReceiver, matches: (span: ReceivedSpan) => boolean): Promise<ReceivedSpan> {
   const spans = (await collector.waitForSpans(matches)).filter(matches);
   expect(spans).toHaveLength(1);
   return spans[0] as ReceivedSpan;
 }
-/** The one span of a traced request; or the one whose user_agent.original is `userAgent`, whatever trace it is in. */
 const spanOf = (collector: OtlpReceiver, traceId: string): Promise<ReceivedSpan> => onlySpan(collector, (s) => s.traceId === traceId);
 const spanWithUserAgent = (collector: OtlpReceiver, userAgent: string): Promise<ReceivedSpan> =>
   onlySpan(collector, (s) => s.attributes['user_agent.original'] === userAgent);
-
-// ---- self-metrics ----
 
 /** The samples of `metric` by their error_type label ('' for the series without it); {} when the metric is absent. */
 function byErrorType(exposition: string, metric: string): Record<string, number> {
@@ -141,8 +130,6 @@ function waitForExposition(svc: ServiceProcess, check: (exposition: string) => v
   );
 }
 
-// ---- what a test starts, stopped after it whatever happened ----
-
 async function receiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}): Promise<OtlpReceiver> {
   const started = await startOtlpReceiver(mode, options);
   onTestFinished(() => started.close());
@@ -150,20 +137,17 @@ async function receiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}
 }
 const service = (env: Record<string, string>): Promise<ServiceProcess> => serviceForTest({ ...TRUSTED_CLIENT, ...env });
 
-/** A receiver, and a service exporting to it every 200 ms (unless `env` says otherwise) with `env`. */
 async function exporting(env: Record<string, string> = {}): Promise<{ collector: OtlpReceiver; svc: ServiceProcess }> {
   const collector = await receiver();
   return { collector, svc: await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...FAST_EXPORT, ...env }) };
 }
 
-/** Sends one POST /product with a fresh trace context, expects 201 and returns the context. */
 async function tracedPost(svc: ServiceProcess): Promise<TraceContext> {
   const trace = newTraceContext();
   expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
   return trace;
 }
 
-/** Starts exporting(env), sends one traced POST /product, and returns its span. */
 async function oneExportedSpan(env: Record<string, string> = {}): Promise<{ span: ReceivedSpan; svc: ServiceProcess }> {
   const { collector, svc } = await exporting(env);
   return { span: await spanOf(collector, (await tracedPost(svc)).traceId), svc };
@@ -172,7 +156,6 @@ async function oneExportedSpan(env: Record<string, string> = {}): Promise<{ span
 const sharedExportingService = (env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } =>
   exportingServiceForSuite({ ...TRUSTED_CLIENT, ...env });
 
-/** Everything the service wrote on stdout, once it holds `pattern`. */
 const stdoutMatching = (svc: ServiceProcess, pattern: RegExp | string): Promise<string> =>
   vi.waitFor(
     () => {
@@ -182,7 +165,6 @@ const stdoutMatching = (svc: ServiceProcess, pattern: RegExp | string): Promise<
     { timeout: 10_000, interval: 100 },
   );
 
-/** The lines the service wrote on stderr that are not one SDK diagnostic each. */
 const stderrBesidesDiagnostics = (svc: ServiceProcess): string[] =>
   svc
     .stderr()
@@ -219,8 +201,6 @@ async function listenOnDefaultOtlpPort(): Promise<{ connections: () => number }>
   await listen('::1');
   return { connections: () => connections };
 }
-
-// ---- the tests ----
 
 describe.each<{ protocol: string; env: Record<string, string>; contentType: string }>([
   { protocol: 'http/protobuf (the default)', env: {}, contentType: 'application/x-protobuf' },
@@ -260,7 +240,6 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
       'user_agent.original': USER_AGENT,
       'product.id': productId,
     });
-    // By default the resource describes this process, host and OS.
     expect(span.resource).toMatchObject({
       'service.name': 'product-service',
       'service.version': VERSION,
@@ -314,7 +293,6 @@ describe.each<{ protocol: string; env: Record<string, string>; contentType: stri
 });
 
 describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
-  /** Log records leave every 200 ms instead of every second. */
   const FAST_LOG_EXPORT = { OTEL_BLRP_SCHEDULE_DELAY: '200' } as const;
   /** OpenTelemetry's SeverityNumber INFO, what the pino instrumentation maps level 30 to. */
   const SEVERITY_INFO = 9;
@@ -343,7 +321,6 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
       for (const request of collector.logRequests) expect(request.contentType).toBe(contentType);
       // The line on stdout is unchanged: the record is sent in addition to it.
       expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ route: '/product', status: 201, span_id: span.spanId });
-      // Lines written outside a request are sent too, without a trace context.
       expect(collector.logs.some((record) => record.body === 'product-service listening' && record.traceId === '')).toBe(true);
     },
   );
@@ -372,7 +349,6 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
 });
 
 describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
-  /** A client's traceparent (flags 00: "do not trace this", or 01), tracestate and baggage, on a POST /product with a User-Agent of its own. */
   async function postWithClientContext(svc: ServiceProcess, flags: '00' | '01'): Promise<{ trace: TraceContext; userAgent: string }> {
     const trace = newTraceContext();
     const userAgent = `trust-test/${randomBytes(6).toString('hex')}`;
@@ -458,7 +434,6 @@ new NodeSDK({ instrumentations: [getNodeAutoInstrumentations()], spanProcessors:
 describe('what a span records of a hostile request', () => {
   /** What the client makes up: none of it may reach a span. */
   const FORGED = ['tok_live_51Hx', 'hunter2', 'forged.example', '203.0.113.66', '198.51.100.7'];
-  /** Headers a client writes to forge where it comes from and which server it reached. */
   const FORGING_HEADERS = [
     'Host: forged.example:4443',
     'Forwarded: for=203.0.113.66;host=forged.example;proto=https',
@@ -467,7 +442,6 @@ describe('what a span records of a hostile request', () => {
     'X-Forwarded-Proto: https',
   ];
 
-  /** Sends `target` with `headers` and a User-Agent of its own on a raw socket; returns the answer's status and the span, found by that User-Agent. */
   async function tracedRequest(
     { svc, collector }: { svc: ServiceProcess; collector: OtlpReceiver },
     method: string,
@@ -480,7 +454,6 @@ describe('what a span records of a hostile request', () => {
     return { status, span: await spanWithUserAgent(collector, userAgent) };
   }
 
-  /** Every attribute value of the span, its name and its resource, as one string to search. */
   const everythingIn = (span: ReceivedSpan): string => JSON.stringify([span.name, span.attributes, span.resource]);
 
   describe('with the defaults', () => {
@@ -677,7 +650,6 @@ describe('configurations that export nothing, or to the default endpoint', () =>
     const notFound = await fetch(`${svc.baseUrl}/nowhere`);
     expect([traced.status, untraced.status, notFound.status]).toEqual([201, 201, 404]);
     const ids = [traced, untraced, notFound].map(traceResponseOf);
-    // The caller's trace continues, in a span of this service's; without a traceparent, a trace of its own.
     expect(ids[0]?.traceId).toBe(trace.traceId);
     expect(ids[0]?.spanId).not.toBe(trace.parentSpanId);
     expect(new Set(ids.map((id) => id.traceId)).size).toBe(3);
@@ -813,7 +785,6 @@ describe('span pipeline self-metrics', () => {
       // Generous bound: a request that waited on the exporter would wait for its 1 s timeout.
       expect(result.slowestMs).toBeLessThan(1000);
 
-      // Once every span is accounted for, none was exported and each failure has an error type.
       const exposition = await waitForExposition(svc, (e) => expect(sum(byErrorType(e, PROCESSED))).toBe(REQUESTS));
       const processed = byErrorType(exposition, PROCESSED);
       const failures = Object.fromEntries(Object.entries(processed).filter(([type]) => type !== '' && type !== 'queue_full'));
@@ -822,7 +793,6 @@ describe('span pipeline self-metrics', () => {
       expect(processed['']).toBe(0);
       expect(byErrorType(exposition, EXPORTED)).toEqual({ '': 0, ...failures });
       if (collector !== undefined) expect(collector.requests.length).toBeGreaterThan(0);
-      // Whatever the SDK says about the failures is one line each, on stderr; stdout stays JSON.
       expect(stderrBesidesDiagnostics(svc)).toEqual([]);
       expect(svc.logLines().filter((line) => 'raw' in line)).toEqual([]);
     },

@@ -15,7 +15,6 @@ export interface Sample {
 
 const SAMPLE_LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*?)\})? (\S+)(.*)$/;
 
-/** The exposition the metrics endpoint `metricsUrl` (…/metrics) answers now. */
 export async function scrape(metricsUrl: string): Promise<string> {
   return (await fetch(metricsUrl)).text();
 }

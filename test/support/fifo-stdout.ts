@@ -9,19 +9,14 @@ import { collectLogLines, startService, type LogLine, type ServiceProcess } from
 
 /** A ServiceProcess whose stdout the test reads only through the FIFO's reader. */
 export interface FifoService extends Omit<ServiceProcess, 'logLines' | 'stdout' | 'waitForLog'> {
-  /** Every complete line the reader has read (see LogLine). */
   readonly lines: LogLine[];
   /** The reader stops reading (the pipe fills up) or reads again. */
   pauseReader(): void;
   resumeReader(): void;
-  /** Kills the service if it still runs, closes the reader and removes the FIFO. */
   close(): Promise<void>;
 }
 
-/**
- * startService with stdout a FIFO instead of a pipe to the test: the reader is a socket on the
- * FIFO's read end in this process, and the service gets the write end as its fd 1.
- */
+/** The reader is a socket on the FIFO's read end in this process; the service gets the write end. */
 export async function startWithFifoStdout(env: Record<string, string>): Promise<FifoService> {
   const dir = mkdtempSync(join(tmpdir(), 'product-service-stdout-'));
   const fifo = join(dir, 'stdout');

@@ -10,7 +10,6 @@ import { createService, portOf, type ServiceDependencies } from '../../src/servi
 
 export type InProcessService = Awaited<ReturnType<typeof startInProcess>>;
 
-/** What a test may change in the service it starts. */
 export interface InProcessOverrides {
   bodyLimit?: number;
   issueProductId?: ServiceDependencies['issueProductId'];
@@ -21,9 +20,8 @@ export interface InProcessOverrides {
 }
 
 /**
- * The service built by createService, as the entry point builds it, listening on real sockets
- * (127.0.0.1, ports the OS picks), with a logger at debug whose lines the test can read and no
- * process metrics (tests build many services in one process).
+ * createService as the entry point calls it, on 127.0.0.1 and ports the OS picks, with a logger at
+ * debug and no process metrics (tests build many services in one process).
  */
 export async function startInProcess(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}) {
   const logs: Array<Record<string, unknown>> = [];
@@ -62,7 +60,6 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
     metrics,
     /** What the metrics port would answer a plain scrape now. */
     exposition: async (): Promise<string> => (await metrics.render(undefined)).body,
-    /** JSON log lines written so far. */
     logs,
     close: () => Promise.all([service.apiServer, service.metricsServer].map(closeNow)).then(() => undefined),
   };

@@ -4,7 +4,6 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { parse } from 'yaml';
 import { ROOT } from './paths';
 
-/** The API's contract. */
 export const OPENAPI_FILE = join(ROOT, 'openapi.yaml');
 
 /** The parts of an OpenAPI 3.1 document the tests read, after every $ref is resolved. */
@@ -32,7 +31,6 @@ export interface ApiDocument {
   components: { responses: Record<string, Response> };
 }
 
-/** The methods OpenAPI 3.1 can document on a path. */
 export const OPENAPI_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
 /**

@@ -8,15 +8,13 @@ import { bytesOf, fields, messages, varintOf } from '../../bench/otlp-protobuf.m
 
 /**
  * A small OTLP/HTTP receiver for tests: what a collector would see, with no collector binary (none
- * is available here). It accepts POST /v1/traces and POST /v1/logs in both OTLP/HTTP encodings,
- * protobuf (the exporters' default) and JSON, and flattens every span and log record with its
- * resource. Over plain HTTP, or over HTTPS with the certificate a test gives it.
+ * is available here). It accepts POST /v1/traces and /v1/logs, protobuf (the exporters' default) or
+ * JSON, and flattens every span and log record with its resource.
  */
 
 type AttributeValue = string | number | boolean | null;
 type Attributes = Record<string, AttributeValue>;
 
-/** What the receiver makes of a span, whichever the encoding. */
 export type ReceivedSpan = ReturnType<typeof spansOf>[number];
 type ReceivedLogRecord = ReturnType<typeof logsOf>[number];
 
@@ -30,27 +28,21 @@ export type ReceiverMode = 'ok' | 'error' | 'hang';
 export interface ReceiverOptions {
   /** 0 (the default) lets the OS choose; 4318 is OTLP/HTTP's default port. */
   port?: number;
-  /** 127.0.0.1 by default. */
   host?: string;
-  /** The status of every answer in 'error' mode; 503 by default. */
   errorStatus?: number;
-  /** Serve HTTPS with this key and certificate (PEM) instead of plain HTTP. */
   tls?: { key: string | Buffer; cert: string | Buffer };
 }
 
 export type OtlpReceiver = Awaited<ReturnType<typeof startOtlpReceiver>>;
 
-/** One export request, as received. */
 interface ExportRequest {
   contentType: string;
   headers: IncomingHttpHeaders;
   /** When it arrived (performance.now(), ms). */
   receivedAt: number;
-  /** How many spans or log records it carried. */
   items: number;
 }
 
-/** What each signal's path records and how it decodes. */
 interface Signal<T> {
   received: T[];
   requests: ExportRequest[];
@@ -110,7 +102,6 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
     /** Spans and log records decoded so far, in arrival order (in every mode: the request was received). */
     spans,
     logs,
-    /** POST /v1/traces and POST /v1/logs requests received. */
     requests,
     logRequests,
     /** Resolves with all spans once `predicate` holds for at least `count` of them; rejects after `timeoutMs`. */
@@ -121,7 +112,6 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
         () => `fewer than ${count} matching spans; received: ${JSON.stringify(spans.map((s) => s.name))}`,
         timeoutMs,
       ),
-    /** Resolves with all log records once `predicate` holds for at least one of them; rejects after `timeoutMs`. */
     waitForLogs: (predicate: (record: ReceivedLogRecord) => boolean, timeoutMs = 10_000): Promise<ReceivedLogRecord[]> =>
       waitFor(
         logs,
@@ -144,8 +134,6 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   for await (const chunk of req) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks);
 }
-
-// ---- decoding: one description of each message, read from either encoding ----
 
 /**
  * A message of an export request, in either OTLP/HTTP encoding: protobuf fields are looked up by

@@ -3,7 +3,6 @@ import { join } from 'node:path';
 /** The repository's root directory (package.json, dist/, deploy/, helm/), whatever the working directory. */
 export const ROOT = join(__dirname, '..', '..');
 
-/** The sources dist/ is built from. */
 export const SRC = join(ROOT, 'src');
 
 /** The production entry point, built by `npm run build`: telemetry first, then the service. */

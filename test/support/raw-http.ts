@@ -65,7 +65,6 @@ export async function openRaw(port: number) {
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   return {
     socket,
-    /** Everything the server has written so far. */
     received: (): string => raw,
     /** Resolves when the connection has closed (by either side, or by a reset). */
     closed,

@@ -15,10 +15,7 @@ export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf
 /** A stdout line of the service: parsed where it is JSON, else { raw: the line }. */
 export type LogLine = Record<string, unknown>;
 
-/**
- * `count` distinct ports that were free a moment ago (the OS picks them); good enough on a test
- * machine. All are held open together, so the OS cannot hand the same port out twice.
- */
+/** `count` ports the OS picks, held open together so that it cannot hand the same one out twice. */
 export async function freePorts(count: number): Promise<number[]> {
   const servers = Array.from({ length: count }, () => createServer().listen(0, '127.0.0.1'));
   await Promise.all(servers.map((server) => once(server, 'listening')));
@@ -27,7 +24,6 @@ export async function freePorts(count: number): Promise<number[]> {
   return ports;
 }
 
-/** A port that was free a moment ago. */
 export async function freePort(): Promise<number> {
   const [port] = await freePorts(1);
   return port as number;
@@ -39,9 +35,8 @@ export const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(read
 export type ServiceProcess = Awaited<ReturnType<typeof startService>>;
 
 /**
- * Spawns the built service as production starts it (`node dist/main.js`, with the Node running the
- * tests) on 127.0.0.1. `env` is added to a clean environment: OTEL_* from the caller's shell never
- * leak in. stdout goes to a pipe, or to the file descriptor given; stderr to a pipe.
+ * `node dist/main.js` as production starts it, on the Node running the tests. `env` is added to a
+ * clean environment: OTEL_* from the caller's shell never leak in.
  */
 function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
   assertBuilt();
@@ -53,9 +48,8 @@ function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'
 }
 
 /**
- * The tests that spawn the service run dist/, which `npm test` builds first (its pretest script);
- * a test run on its own (vitest run test/x.test.ts) does not. A missing or older build fails here,
- * saying so, instead of testing yesterday's code.
+ * `npm test` builds dist/ first, a lone `vitest run test/x.test.ts` does not: a missing or older
+ * build fails here instead of testing yesterday's code.
  */
 function assertBuilt(): void {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} does not exist: run \`npm run build\` first (\`npm test\` does)`);
@@ -64,7 +58,6 @@ function assertBuilt(): void {
   if (newer.length > 0) throw new Error(`src/ changed after dist/ was built (${newer.join(', ')}): run \`npm run build\` first (\`npm test\` does)`);
 }
 
-/** Appends every complete line `stream` delivers to `lines` (see LogLine). */
 export function collectLogLines(stream: Readable, lines: LogLine[]): void {
   let pending = '';
   stream.setEncoding('utf8').on('data', (chunk: string) => {
@@ -80,15 +73,13 @@ export function collectLogLines(stream: Readable, lines: LogLine[]): void {
   });
 }
 
-/** The exit code (or signal name) of a process that ends within `timeoutMs`, else 'still running'. */
 export function exitWithin(exited: Promise<number | string>, timeoutMs: number): Promise<number | string> {
   return Promise.race([exited, sleep(timeoutMs, 'still running')]);
 }
 
 /**
- * Starts the service with spawnMain on free ports (unless `env` names them) and resolves once /health
- * answers. Given a file descriptor for stdout (e.g. /dev/null under heavy load), the test reads no
- * log lines.
+ * Starts the service on free ports (unless `env` names them), resolved once /health answers. Given
+ * a file descriptor for stdout (e.g. /dev/null under heavy load), the test reads no log lines.
  */
 export async function startService(env: Record<string, string> = {}, stdoutFd?: number) {
   const [apiFree, metricsFree] = await freePorts(2);
@@ -130,14 +121,10 @@ export async function startService(env: Record<string, string> = {}, stdoutFd?: 
     metricsPort,
     baseUrl: `http://127.0.0.1:${port}`,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
-    /** Every stdout line so far (see LogLine). */
     logLines: (): LogLine[] => lines,
-    /** Everything written on stdout so far, as written. */
     stdout: (): string => stdout,
     stderr: (): string => stderr,
-    /** Resolves with the exit code (or the signal name) when the process ends. */
     exited,
-    /** Waits until a log line satisfies `predicate`, or fails after `timeoutMs`. */
     waitForLog,
     async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | string> {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
@@ -163,10 +150,7 @@ export async function serviceForTest(env: Record<string, string> = {}, stdoutFd?
   return svc;
 }
 
-/**
- * A receiver, and a service exporting its spans to it every 200 ms with `env` added, started for the
- * tests of the describe block that calls it (filled in before them).
- */
+/** A receiver and a service exporting to it every 200 ms, for the describe block that calls it. */
 export function exportingServiceForSuite(env: Record<string, string> = {}): { collector: OtlpReceiver; svc: ServiceProcess } {
   const shared: { collector?: OtlpReceiver; svc?: ServiceProcess } = {};
   beforeAll(async () => {
