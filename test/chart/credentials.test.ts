@@ -10,7 +10,6 @@ import { CHART_README, codeBlocks, readmeYamlBlock, section } from './docs';
 import { chartDir, CRD_APIS, helm, mainContainer, must, renderNotes, set, setJson } from './helm';
 
 const TITLE = 'Credentials for the collector';
-/** The recipe's values, as the chart README shows them. */
 const recipe = readmeYamlBlock(TITLE) as { otel: { endpoint: string; headersSecret: { name: string; key: string } } };
 /** The Secret the recipe's kubectl command creates: its name, key and value (with a <token> placeholder). */
 const [, secretName = '', secretKey = '', secretTemplate = ''] =
@@ -22,7 +21,6 @@ const [, secretName = '', secretKey = '', secretTemplate = ''] =
 const pods = new Pods();
 let receiver: OtlpReceiver | undefined;
 
-/** The helm template run, to read a refusal from. */
 const templateValues = (values: Record<string, unknown>) =>
   helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, ...CRD_APIS, ...IMAGE_VALUES, ...setJson(values)]);
 

@@ -67,10 +67,8 @@ function debugContainer(pod: RunningPod, script: string): string {
 }
 
 const kill = (pod: RunningPod, signal: string) => debugContainer(pod, `process.kill(1, ${JSON.stringify(signal)})`);
-/** `ls /diagnostics` from the ephemeral container. */
 const listDiagnostics = (pod: RunningPod): string[] =>
   JSON.parse(debugContainer(pod, `console.log(JSON.stringify(require('fs').readdirSync('/diagnostics')))`)) as string[];
-/** The host directory behind the pod's diagnostics emptyDir (what the node holds). */
 const hostDiagnosticsDir = (pod: RunningPod): string => {
   const mount = pod.translation.args.find((arg) => arg.includes('destination=/diagnostics'));
   return must(/source=([^,]+)/.exec(mount ?? '')?.[1], 'diagnostics host directory');
@@ -96,7 +94,6 @@ describe('diagnostics.enabled with diagnostics.heapSnapshot.enabled', () => {
   let pod: RunningPod;
   beforeAll(async () => {
     const deployment = deploymentWith(HEAP_SNAPSHOTS);
-    // The profile mounts the pod's volume by name, at the path the service writes to.
     expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toContain(profileMount?.name);
     expect(mainContainer(deployment).volumeMounts).toContainEqual({ name: profileMount?.name, mountPath: profileMount?.mountPath });
     pod = await pods.start(deployment, { podName: 'products-product-service-diag-1' });
@@ -148,7 +145,6 @@ describe('diagnostics.enabled with diagnostics.heapSnapshot.enabled', () => {
     );
     expect(health.status).toBe(200);
     expect(listDiagnostics(pod)).toContain(name);
-    // Only the service's user may read it.
     expect(statSync(join(dir, name)).mode & 0o777).toBe(0o600);
     // Copied out as the page says (cat through the ephemeral container): the whole file.
     const copy = debugContainer(pod, `process.stdout.write(require('fs').readFileSync('/diagnostics/${name}'))`);

@@ -17,7 +17,6 @@ import { containerPort, findOne, mainContainer, must, podSpecOf, set, template }
 import { commandArgs, probeUntil, translatePod, type PodInputs, type Translation } from './pod-to-docker';
 
 export const IMAGE = process.env.PRODUCT_SERVICE_IMAGE ?? 'product-service:test';
-/** Values that make the chart run that image, never pulled. */
 export const IMAGE_VALUES = set('image.repository=product-service', 'image.tag=test', 'image.pullPolicy=Never');
 export const RELEASE = 'products';
 export const NAMESPACE = 'shop';
@@ -37,7 +36,6 @@ export function deploymentWith(values: object): IDeployment {
   }
 }
 
-/** POST /product with a sampled traceparent of `traceId`; the answer's status. */
 export async function postTraced(baseUrl: string, traceId: string): Promise<number> {
   const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-01`;
   const res = await fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent }, body: '{}' });
@@ -45,7 +43,6 @@ export async function postTraced(baseUrl: string, traceId: string): Promise<numb
   return res.status;
 }
 
-/** Waits for the span of `traceId` to reach `receiver`, failing with the logs of container `name`. */
 export async function waitForSpan(receiver: OtlpReceiver, traceId: string, name: string): Promise<void> {
   try {
     await receiver.waitForSpans((span) => span.traceId === traceId, 1, 20_000);
@@ -67,7 +64,6 @@ export function logsOf(name: string): string {
   return `${run.stdout}${run.stderr}`.slice(-4000);
 }
 
-/** The loopback address and port Docker published `containerPort` of container `name` on. */
 function hostPort(name: string, containerPort: number): string {
   const [first = ''] = docker(['port', name, `${containerPort}/tcp`])
     .stdout.trim()
@@ -76,7 +72,6 @@ function hostPort(name: string, containerPort: number): string {
 }
 
 export interface RunningPod {
-  /** The container's name. */
   name: string;
   baseUrl: string;
   metricsUrl: string;
@@ -88,7 +83,6 @@ export interface RunningPod {
 export interface PodOptions extends Pick<PodInputs, 'sources' | 'secrets'> {
   podName: string;
   nodeName?: string;
-  /** More `docker run` flags (for example ADD_HOST_ARGS). */
   dockerArgs?: readonly string[];
   /** A name that resolves to this pod on the network, as a Service name does. */
   alias?: string;
@@ -119,7 +113,6 @@ export class Pods {
   async start(deployment: IDeployment, options: PodOptions): Promise<RunningPod> {
     const container = mainContainer(deployment);
     const podSpec = podSpecOf(deployment);
-    // A fresh host directory for the pod's emptyDirs.
     const emptyDirRoot = mkdtempSync(join(tmpdir(), 'chart-pod-volumes-'));
     this.volumeRoots.push(emptyDirRoot);
     const identity = { podName: options.podName, namespace: NAMESPACE, nodeName: options.nodeName ?? 'node-a' };

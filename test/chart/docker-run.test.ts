@@ -149,7 +149,6 @@ describe('the rendered Deployment, run as a container', () => {
 
 describe('the rendered Deployment with otel.endpoint, traceQueryParams and trustedProxies set', () => {
   it('exports the server span of a traced request with the resource the chart sets (service.name, k8s.*), the query and client address those values allow, and logs its trace_id', async () => {
-    // The collector: in this process, on the Docker host's bridge address.
     const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
     try {
       const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
@@ -202,7 +201,6 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
       });
       expect(translated.env.get('OTEL_SERVICE_NAME')).toBe('product-service');
 
-      // The pod's log line for the request carries the span's trace_id and span_id.
       const requestLine = () => jsonLines(docker(['logs', name]).stdout).find((l) => l.msg === 'request completed' && l.route === '/product');
       // docker logs may show the line a moment after the answer; after 5 s it is asserted anyway, with the logs.
       await vi.waitFor(() => expect(requestLine()).toBeDefined(), { timeout: 5000, interval: 100 }).catch(() => undefined);

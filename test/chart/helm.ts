@@ -31,9 +31,7 @@ export function helm(args: string[], cwd = ROOT, bin = helmBin): { status: numbe
   return run;
 }
 
-/** `--set` arguments, one per `key=value`. */
 export const set = (...pairs: string[]): string[] => pairs.flatMap((pair) => ['--set', pair]);
-/** `--set-json` arguments, one per top-level value. */
 export const setJson = (values: Record<string, unknown>): string[] =>
   Object.entries(values).flatMap(([key, value]) => ['--set-json', `${key}=${JSON.stringify(value)}`]);
 
@@ -53,12 +51,10 @@ export interface K8sObject {
   metadata: NonNullable<IDeployment['metadata']> & { name: string };
 }
 
-/** A predicate for `find`: the item named `name`. */
 export function byName(name: string) {
   return (item: { name: string }): boolean => item.name === name;
 }
 
-/** A value the test needs, or an error naming what was missing. */
 export function must<T>(value: T | null | undefined, what: string): T {
   if (value === null || value === undefined) throw new Error(`missing: ${what}`);
   return value;
@@ -107,7 +103,6 @@ data:
   }
 }
 
-/** The objects of a multi-document manifest, as helm prints them. */
 export function parseManifests(manifests: string): K8sObject[] {
   return parseAllDocuments(manifests)
     .map((doc) => {
@@ -117,7 +112,6 @@ export function parseManifests(manifests: string): K8sObject[] {
     .filter((obj): obj is K8sObject => obj !== null);
 }
 
-/** The rendered `kind` named `name`. */
 export function named<K extends keyof Kinds>(objects: K8sObject[], kind: K, name: string): Kinds[K] {
   return must(objects.find((o) => o.kind === kind && o.metadata.name === name) as Kinds[K] | undefined, `${kind} ${name}`);
 }

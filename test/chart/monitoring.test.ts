@@ -102,7 +102,6 @@ describe('PrometheusRule', () => {
       expect(rule.annotations?.owner, rule.alert).toBe('shop-oncall');
     }
     expect(alerts(rules).find((rule) => rule.alert === 'ProductServiceTargetDown')?.labels?.severity).toBe('info');
-    // Recording rules carry no alert labels.
     for (const rule of rules.groups.flatMap((group) => group.rules).filter((r) => r.record !== undefined)) expect(rule.labels?.team).toBeUndefined();
   });
 

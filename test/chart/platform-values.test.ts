@@ -26,7 +26,6 @@ import { validateObject } from './validate';
 
 const digest = `sha256:${'ab'.repeat(32)}`;
 
-/** The chart's own images: the server container and the helm test pod's. */
 function chartImages(objects: K8sObject[]): string[] {
   return [mainContainer(findOne(objects, 'Deployment')), ...ofKind(objects, 'Pod').flatMap((p) => must(p.spec, 'Pod spec').containers)].map((c) =>
     must(c.image, `${c.name} image`),

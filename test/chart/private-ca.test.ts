@@ -14,7 +14,6 @@ import { deploymentWith, docker, DOCKER_NETWORKS, FAST_EXPORT, Pods, postTraced,
 import { readmeYamlBlock } from './docs';
 import { mainContainer, must, podSpecOf } from './helm';
 
-/** The recipe's values, as the chart README shows them. */
 const recipe = readmeYamlBlock('A collector behind a private CA') as {
   otel: { endpoint: string };
   extraVolumes: Array<{ name: string; configMap?: { name: string } }>;
@@ -123,7 +122,6 @@ describe('without the CA', () => {
     expect(receiver.spans.filter((span) => span.traceId === traceId)).toEqual([]);
     expect((await fetch(`${pod.baseUrl}/health`)).status).toBe(200);
     expect(await postTraced(pod.baseUrl, traceId)).toBe(201);
-    // The failure is explained on stderr, once.
     expect(docker(['logs', pod.name]).stderr).toMatch(/certificate/i);
   });
 });

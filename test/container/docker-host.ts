@@ -15,10 +15,8 @@ export function requireDockerEngine(): void {
   if (spawnSync(DOCKER, ['info'], { encoding: 'utf8' }).status !== 0) throw new Error('No Docker engine answers. Run: bash scripts/ci/docker-engine.sh');
 }
 
-/** The name containers use for the Docker host. */
 export const HOST_NAME = 'host.docker.internal';
 
-/** `docker run` flags that make HOST_NAME resolve to the Docker host's bridge address. */
 export const ADD_HOST_ARGS: readonly string[] = ['--add-host', `${HOST_NAME}:host-gateway`];
 
 /**

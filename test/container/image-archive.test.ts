@@ -76,7 +76,6 @@ class Layout {
     );
   }
 
-  /** Writes index.json naming `top`, and tars the layout into `archive`. */
   archive(top: Descriptor, archive: string): void {
     writeFileSync(join(this.dir, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
     writeFileSync(join(this.dir, 'index.json'), JSON.stringify({ schemaVersion: 2, mediaType: OCI.index, manifests: [top] }));

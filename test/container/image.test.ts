@@ -99,7 +99,6 @@ function revision(): string {
 
 const mb = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
 
-/** Starts a container the way the chart runs it; returns its id and host URLs of its ports. */
 function runLikeTheChart(extraArgs: string[] = []): { id: string; api: string; metrics: string } {
   const id = docker([
     'run',
@@ -521,7 +520,6 @@ describe('tracing from the image', () => {
         );
         expect(seconds, context).toBeLessThan(GRACE_SECONDS / 3);
         expect(Number(docker(['inspect', '--format', '{{.State.ExitCode}}', id]).trim()), context).toBe(0);
-        // Nothing on stderr but the one known SDK warning.
         const unexpected = logs.stderr.split('\n').filter((line) => line !== '' && !KNOWN_EXPORT_WARNINGS.some((known) => known.test(line)));
         expect(unexpected, context).toEqual([]);
 
