@@ -30,11 +30,7 @@ const [profileMount] = profile.volumeMounts;
 /** The ephemeral container of each pod, started once, as `kubectl debug ... -- sleep` leaves one running. */
 const ephemeral = new Map<string, string>();
 
-/**
- * Runs `script` in Node in the ephemeral container of `pod` (`kubectl exec -c diagnostics`): the
- * pod's process namespace (the service is PID 1 there) and network namespace, the profile's user
- * and volume, no capabilities, no new privileges, read-only.
- */
+/** Runs `script` in Node in the ephemeral container of `pod` (`kubectl exec -c diagnostics`), where the service is PID 1. */
 function debugContainer(pod: RunningPod, script: string): string {
   let name = ephemeral.get(pod.name);
   if (name === undefined) {

@@ -1,7 +1,5 @@
-// Runs the image as the rendered Deployment describes it (pod-to-docker.ts: securityContext, read-only
-// root, /tmp emptyDir, memory limit, environment), probes it as the kubelet would, runs the rendered
-// `helm test` pod against it, and shows SIGTERM fits the grace period; then with otel.endpoint,
-// traceQueryParams and trustedProxies (its spans), and with faults.* (a game day).
+// Runs the image as the rendered Deployment describes it (pod-to-docker.ts), probes it as the kubelet would
+// and runs the rendered `helm test` pod against it, with the defaults and with other values.
 // Needs a Docker engine and the image product-service:test (docker-pod.ts).
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

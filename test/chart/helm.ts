@@ -14,10 +14,7 @@ export const helmBin = join(ROOT, '.tools/bin/helm');
 /** Helm 3, which platforms still run: the chart is held to it where the two differ (platform-values.test.ts). */
 export const helm3Bin = join(ROOT, '.tools/bin/helm3');
 
-/**
- * `--api-versions` for the custom resource APIs the value sets turn on (scripts/ci/chart-api-versions.txt),
- * as a cluster with their CRDs reports them: without them the chart refuses to render those objects.
- */
+/** `--api-versions` of a cluster with the CRDs the value sets need: without them the chart refuses to render those objects. */
 export const CRD_APIS: string[] = readFileSync(join(ROOT, 'scripts/ci/chart-api-versions.txt'), 'utf8')
   .split('\n')
   .filter((line) => line.trim() !== '' && !line.startsWith('#'))
@@ -64,10 +61,7 @@ export function ofKind<K extends keyof Kinds>(objects: K8sObject[], kind: K): Ki
   return objects.filter((o) => o.kind === kind) as unknown as Kinds[K][];
 }
 
-/**
- * `helm template` of `chart` (the source directory by default, or a packaged .tgz) with the given
- * arguments, for a cluster that serves CRD_APIS; throws with helm's message if rendering fails.
- */
+/** `helm template` of `chart` (the source directory or a packaged .tgz) for a cluster that serves CRD_APIS. */
 export function template(args: string[], release = 'products', namespace = 'shop', chart = chartDir): K8sObject[] {
   const run = helm(['template', release, chart, '--namespace', namespace, ...CRD_APIS, ...args]);
   if (run.status !== 0) throw new Error(`helm template failed (${run.status}): ${run.stderr}`);
@@ -75,10 +69,8 @@ export function template(args: string[], release = 'products', namespace = 'shop
 }
 
 /**
- * NOTES.txt as `helm install` prints it, for a cluster that serves CRD_APIS. `helm install
- * --dry-run=client` cannot be told a cluster's APIs (it has no --api-versions), and `helm template`
- * does not print NOTES.txt; so a copy of the chart gets a ConfigMap template that includes the
- * real NOTES.txt, rendered by `helm template` like the rest.
+ * NOTES.txt as `helm install` prints it, for a cluster that serves CRD_APIS: `helm install --dry-run=client` has
+ * no --api-versions and `helm template` skips NOTES.txt, so a copy of the chart includes it in a ConfigMap.
  */
 export function renderNotes(args: string[], release = 'products', namespace = 'shop'): string {
   const copy = mkdtempSync(join(tmpdir(), 'chart-notes-'));

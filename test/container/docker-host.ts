@@ -19,10 +19,7 @@ export const HOST_NAME = 'host.docker.internal';
 
 export const ADD_HOST_ARGS: readonly string[] = ['--add-host', `${HOST_NAME}:host-gateway`];
 
-/**
- * The IPv4 address of the default bridge (docker0) on the host: what host-gateway resolves to.
- * (os.networkInterfaces() omits docker0 while no container is attached to it, so ask ip.)
- */
+/** What host-gateway resolves to; asked of ip, as os.networkInterfaces() omits docker0 while no container is attached. */
 export function bridgeAddress(): string {
   const ip = spawnSync('ip', ['-4', '-o', 'addr', 'show', 'dev', 'docker0'], { encoding: 'utf8' });
   const address = /\binet (\d+\.\d+\.\d+\.\d+)\//.exec(ip.stdout)?.[1];

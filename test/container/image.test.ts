@@ -18,9 +18,8 @@ import { ROOT } from '../support/paths';
 import { VERSION } from '../support/service-process';
 import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from './docker-host';
 
-// PRODUCT_SERVICE_IMAGE names an image made elsewhere to test instead of building one (image.yml
-// loads the archive it pushes, release.yml pulls the digest a chart pins), with the version,
-// revision and source it was built with, which its labels must carry.
+// PRODUCT_SERVICE_IMAGE: an image made elsewhere to test instead (image.yml's pushed archive, release.yml's
+// pinned digest), with the version, revision and source it was built with, which its labels must carry.
 const GIVEN = process.env.PRODUCT_SERVICE_IMAGE;
 const IMAGE = GIVEN ?? 'product-service:test';
 // Kubernetes' default terminationGracePeriodSeconds, which the chart keeps.
@@ -74,9 +73,8 @@ function dockerfileBases(mode: '--pinned' | '--stand-ins' | '--build-args', dock
 }
 
 /**
- * The base images this engine builds from: the pinned ones when it has them (GitHub's container-tests
- * job pulls them), else the stand-ins scripts/ci/base-images.sh made under their tags, named through the
- * Dockerfile's base-image build arguments. Fails, never skips, when neither is there.
+ * The pinned base images when this engine has them (GitHub's container-tests job pulls them), else the
+ * stand-ins scripts/ci/base-images.sh made, named through the Dockerfile's build arguments; never skips.
  */
 function baseImages(): { images: string[]; buildArgs: string[] } {
   const present = (ref: string): boolean => spawnSync(DOCKER, ['image', 'inspect', ref], { encoding: 'utf8' }).status === 0;
@@ -396,9 +394,8 @@ describe("Node's compile cache", () => {
   });
 });
 
-// The issue's proof that the image traces, correlates logs and exports over each OTLP protocol to a
-// collector on the Docker host; the exporters load only when an endpoint is set, so this also proves
-// the pruned node_modules and read-only filesystem leave each working, and that SIGTERM flushes.
+// The exporters load only when an endpoint is set, so this proves each works from the pruned node_modules
+// on a read-only filesystem, and that SIGTERM flushes.
 describe('tracing from the image', () => {
   const SPAN_KIND_SERVER = 2;
   const HTTP_SCOPE = '@opentelemetry/instrumentation-http';
@@ -409,10 +406,7 @@ describe('tracing from the image', () => {
   /** port: on the Docker bridge's host address; receiver: decodes the spans (the service tests' OTLP receiver); exports: the requests as they arrived. */
   type Collector = { port: number; receiver: OtlpReceiver; exports(): Export[]; close(): Promise<void> };
 
-  /**
-   * A collector reachable from containers: for OTLP/HTTP the shared receiver itself; for gRPC (the
-   * same protobuf, length-prefixed over HTTP/2) a front relays each message to it as OTLP/HTTP.
-   */
+  /** For OTLP/HTTP the shared receiver itself; for gRPC (the same protobuf, length-prefixed over HTTP/2) a relay to it. */
   async function startCollector(protocol: string): Promise<Collector> {
     if (protocol !== 'grpc') {
       const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
