@@ -1,5 +1,4 @@
-// What a platform team's cluster asks of the chart, proven on what `helm template` renders: env
-// overrides, Node flags, volumes, diagnostics, NetworkPolicy rules, update strategy, missing CRD APIs.
+// What a platform team's cluster asks of the chart, proven on what `helm template` renders;
 // private-ca.test.ts and diagnostics.test.ts run the image with these settings.
 import { describe, expect, it } from 'vitest';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';

@@ -1,6 +1,5 @@
 // Credentials from Secrets: the chart README's recipe (otel.headersSecret) hands the header to the
-// container through a secretKeyRef, and every export request carries it once run; NOTES warns of
-// headers in clear text; the schema checks extraEnv and extraEnvFrom entries as Kubernetes does.
+// container through a secretKeyRef, and every export request carries it once run.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME } from '../container/docker-host';

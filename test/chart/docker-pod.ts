@@ -1,9 +1,8 @@
 // A stand-in for a Kubernetes node (scripts/ci/README.md): runs pods of the rendered chart on Docker
 // as the kubelet would (pod-to-docker.ts). Each test file makes one Pods: its own network (where the
 // Service name resolves to the pod), its containers and volumes' host directories, removed by cleanUp().
-// Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
-// the container tests (`npm run test:container`), which .ci/run runs first, or the image that
-// PRODUCT_SERVICE_IMAGE names (release.yml: the digest a chart pins).
+// Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by the
+// container tests (`npm run test:container`, which .ci/run runs first), or the one PRODUCT_SERVICE_IMAGE names.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -76,7 +75,6 @@ export interface RunningPod {
   baseUrl: string;
   metricsUrl: string;
   translation: Translation;
-  /** Seconds until the startup probe passed. */
   secondsToStart: number;
 }
 

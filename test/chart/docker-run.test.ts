@@ -15,7 +15,6 @@ import { bytes, commandArgs, probeOnce, translatePod } from './pod-to-docker';
 const objects = template(IMAGE_VALUES, RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
 const deploymentName = must(deployment.metadata?.name, 'Deployment name');
-// The API's Service (the metrics have one of their own), named like the Deployment.
 const service = named(objects, 'Service', deploymentName);
 const [testPod] = ofKind(objects, 'Pod').filter((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test');
 const podSpec = podSpecOf(deployment);

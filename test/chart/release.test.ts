@@ -207,7 +207,6 @@ describe('a released digest is only ever paired with its own version', () => {
   const next = packageChart('1.2.4', digests['1.2.4'], join(scratch, 'two-1.2.4'));
   /** The released image `version` by digest, as the server and the helm test pod run it. */
   const released = (version: keyof typeof digests) => Array<string>(2).fill(`${repository}:${version}@${digests[version]}`);
-  /** The chart's images (the server and the helm test pod) as `helm template` renders them. */
   const images = (chart: string, args: string[] = []) => {
     const objects = template(args, 'products', 'shop', chart);
     return [mainContainer(findOne(objects, 'Deployment')).image, ...ofKind(objects, 'Pod').map((pod) => pod.spec?.containers[0]?.image)];

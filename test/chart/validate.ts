@@ -12,7 +12,6 @@ import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s
 
 const MODELS = [ConfigMap, Pod, Service, ServiceAccount, Deployment, HorizontalPodAutoscaler, PodDisruptionBudget, Ingress, NetworkPolicy] as const;
 const CRD_MODELS = [ServiceMonitor, PodMonitor, PrometheusRule, HTTPRoute] as const;
-/** The rendered kinds and their API types (kubernetes-models, Prometheus Operator, Gateway API). */
 export type Kinds = { [M in (typeof MODELS)[number] | (typeof CRD_MODELS)[number] as M['kind']]: InstanceType<M> };
 
 // Each model takes its own kind's type; the rendered object is checked by validate(), not by the compiler.

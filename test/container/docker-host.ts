@@ -1,8 +1,6 @@
 // The Docker machinery shared by the container tests and the chart tests (test/chart/docker-run.test.ts):
-// the client, the check that an engine answers, and reaching a server in the test process from a
-// container, as a pod reaches a collector by name: the server listens on the Docker bridge's host
-// address (reachable from containers, not from outside), and the container resolves HOST_NAME to it
-// through Docker's host-gateway.
+// the client, the engine check, and HOST_NAME, by which a container reaches a server of the test process on
+// the bridge's host address (reachable from containers, not from outside), as a pod reaches a collector.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 

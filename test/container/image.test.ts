@@ -403,7 +403,6 @@ describe('tracing from the image', () => {
   const KNOWN_EXPORT_WARNINGS = [/^opentelemetry warn: dropping invalid resource attribute value for key "host\.id"$/];
 
   type Export = { path: string; contentType: string };
-  /** port: on the Docker bridge's host address; receiver: decodes the spans (the service tests' OTLP receiver); exports: the requests as they arrived. */
   type Collector = { port: number; receiver: OtlpReceiver; exports(): Export[]; close(): Promise<void> };
 
   /** For OTLP/HTTP the shared receiver itself; for gRPC (the same protobuf, length-prefixed over HTTP/2) a relay to it. */
@@ -532,7 +531,6 @@ describe('tracing from the image', () => {
         expect(span?.spanId).toMatch(/^[0-9a-f]{16}$/);
         expect(span?.attributes).toMatchObject({ 'http.route': '/product', 'product.id': productId });
 
-        // The service logs in JSON on stdout until the end; the request's log line names that span.
         expect(jsonLines(logs.stdout), context).toHaveLength(logs.stdout.trim().split('\n').length);
         const lines = jsonLines(logs.stdout).filter((line) => line.msg === 'request completed' && line.route === '/product');
         expect(lines, context).toHaveLength(1);
