@@ -1,7 +1,6 @@
-// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: the pod rendered with
-// diagnostics on, and an ephemeral container made from that page's profile sharing its process and
-// network namespaces (`kubectl debug --target`), which sends the signals and copies the files out.
-// The image's own Node stands in for the debug image's busybox (nothing can be pulled here).
+// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: an ephemeral container from that
+// page's profile shares the pod's process and network namespaces (`kubectl debug --target`), sends the signals
+// and copies the files out; the image's own Node stands in for busybox (nothing can be pulled here).
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,6 +1,5 @@
-// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the chart
-// renders for release `products` in namespace `shop`: objects, selectors, containers, Service ports and
-// the release, so that a command copied from the docs never meets a name that drifted.
+// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the chart renders
+// for release `products` in namespace `shop`, so that a command copied from the docs never meets a drifted name.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';

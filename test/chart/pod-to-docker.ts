@@ -1,6 +1,5 @@
-// A stand-in for a Kubernetes node (scripts/ci/README.md).
-// Translates a rendered pod spec into `docker run` flags, doing what the kubelet and the
-// container runtime would do with it, for the settings this chart uses. Anything it cannot
+// A stand-in for a Kubernetes node (scripts/ci/README.md): translates a rendered pod spec into `docker run`
+// flags as the kubelet and container runtime would, for the settings this chart uses. What it cannot
 // translate faithfully throws, so a new pod setting cannot be silently dropped from the test.
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync } from 'node:fs';

@@ -1,6 +1,5 @@
 // A collector behind TLS with a private CA: the chart README's recipe, rendered and run as the kubelet
-// would run it against an OTLP receiver over HTTPS whose certificate this test's CA signed. With the
-// CA the spans arrive; without it the failure is counted in the otel_sdk_* metrics, requests still answered.
+// would run it against an OTLP receiver over HTTPS whose certificate this test's CA signed.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,7 +1,6 @@
-// The release steps the release workflow runs, run here the same way: scripts/release/plan.mjs
-// (which tag publishes what, and which must publish nothing) on scratch git repositories, and
-// scripts/release/package-chart.mjs, whose package is then used as a stranger would use it: copied
-// alone into an empty directory and rendered with no values.
+// The release workflow's steps, run the same way: scripts/release/plan.mjs on scratch git repositories, and
+// scripts/release/package-chart.mjs, whose package is then used as a stranger would: copied alone into an
+// empty directory and rendered with no values.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';

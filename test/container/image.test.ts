@@ -1,7 +1,6 @@
-// Builds the repo's Dockerfile, unchanged, with a real Docker engine and runs the image the way the
-// Helm chart does: read-only root filesystem, no capabilities, no-new-privileges, a tmpfs at /tmp
-// and the image's own user. The engine and the local stand-ins for the pinned base images come from
-// scripts/ci/docker-engine.sh and scripts/ci/base-images.sh (`npm run test:container` runs both).
+// Builds the repo's Dockerfile, unchanged, with a real Docker engine and runs the image the way the Helm chart does
+// (read-only root, no capabilities, no-new-privileges, tmpfs /tmp, the image's user). The engine and the base
+// image stand-ins come from scripts/ci/docker-engine.sh and scripts/ci/base-images.sh (`npm run test:container`).
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
