@@ -32,7 +32,6 @@ export const set = (...pairs: string[]): string[] => pairs.flatMap((pair) => ['-
 export const setJson = (values: Record<string, unknown>): string[] =>
   Object.entries(values).flatMap(([key, value]) => ['--set-json', `${key}=${JSON.stringify(value)}`]);
 
-/** The value sets: the chart defaults, and the chart-testing files ci/*-values.yaml. */
 export const valueSets: { name: string; args: string[] }[] = [
   { name: 'chart defaults', args: [] },
   ...readdirSync(join(chartDir, 'ci'))

@@ -38,7 +38,6 @@ const HELMS = [
   { helmName: 'helm 3', bin: helm3Bin },
 ];
 
-/** Both refusals of `args`: helm template's and helm lint --strict's, each of which must fail. */
 function refusals(args: string[], bin = helmBin): { template: string; lint: string } {
   const rendered = helm(['template', 'products', chartDir, ...CRD_APIS, ...args], undefined, bin);
   const linted = helm(['lint', '--strict', chartDir, ...args], undefined, bin);

@@ -131,7 +131,6 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
   if (limits.cpu !== undefined) args.push('--cpus', String(millicores(limits.cpu) / 1000));
   if (requests.cpu !== undefined) args.push('--cpu-shares', String(Math.max(2, Math.round((millicores(requests.cpu) * 1024) / 1000))));
 
-  // Environment, in order, with the downward API, Secret keys and $(VAR) expansion.
   const env = new Map<string, string>();
   const uid = randomUUID();
   for (const e of container.env ?? []) {

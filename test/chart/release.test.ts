@@ -25,7 +25,6 @@ function filesUnder(dir: string): string[] {
 
 const node = (script: string, args: string[], cwd = ROOT) => spawnSync(process.execPath, [join(ROOT, script), ...args], { cwd, encoding: 'utf8' });
 
-/** package-chart.mjs's arguments for chart and image `version`, pushed as `digest`. */
 const releaseArgs = (version: string, digest: string) => [
   ...['--version', version, '--app-version', version, '--repository', 'https://github.com/Acme-Corp/product-service', '--image-digest', digest],
 ];
@@ -204,7 +203,6 @@ describe('a released digest is only ever paired with its own version', () => {
   const repository = 'ghcr.io/acme-corp/product-service';
   const old = packageChart('1.2.3', digests['1.2.3'], join(scratch, 'two-1.2.3'));
   const next = packageChart('1.2.4', digests['1.2.4'], join(scratch, 'two-1.2.4'));
-  /** The released image `version` by digest, as the server and the helm test pod run it. */
   const released = (version: keyof typeof digests) => Array<string>(2).fill(`${repository}:${version}@${digests[version]}`);
   const images = (chart: string, args: string[] = []) => {
     const objects = template(args, 'products', 'shop', chart);
