@@ -179,14 +179,13 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
         'client.address': '203.0.113.66',
       });
 
-      // Every attribute of the rendered OTEL_RESOURCE_ATTRIBUTES, after the kubelet's expansion...
+      // The rendered OTEL_RESOURCE_ATTRIBUTES after the kubelet's expansion, with the downward API's values.
       const rendered = Object.fromEntries(
         must(translated.env.get('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES')
           .split(',')
           .map((pair) => pair.split('=') as [string, string]),
       );
       expect(span?.resource).toMatchObject(rendered);
-      // ...which are these, with the downward API's values.
       expect(span?.resource).toMatchObject({
         'service.name': 'product-service',
         'k8s.pod.name': pod.podName,

@@ -67,10 +67,7 @@ export function template(args: string[], release = 'products', namespace = 'shop
   return parseManifests(run.stdout);
 }
 
-/**
- * NOTES.txt as `helm install` prints it, for a cluster that serves CRD_APIS: `helm install --dry-run=client` has
- * no --api-versions and `helm template` skips NOTES.txt, so a copy of the chart includes it in a ConfigMap.
- */
+/** NOTES.txt as `helm install` prints it: `helm install --dry-run=client` has no --api-versions, `helm template` skips NOTES. */
 export function renderNotes(args: string[], release = 'products', namespace = 'shop'): string {
   const copy = mkdtempSync(join(tmpdir(), 'chart-notes-'));
   try {

@@ -50,9 +50,8 @@ describe('PrometheusRule', () => {
       [set('fullnameOverride=catalogue'), 'catalogue'],
     ] as const) {
       const objects = template([...set(`monitoring.${monitor}.enabled=true`), ...RULES_AND_DASHBOARD, ...own, ...args]);
-      // The operator would name the job after the metrics Service, or <namespace>/<PodMonitor>: the
-      // chart sets it, first among the endpoint's relabelings. test/deploy/monitor-job.test.ts runs
-      // these relabelings in a real Prometheus.
+      // The chart sets the job; else the operator would name it after the metrics Service, or <namespace>/<PodMonitor>.
+      // test/deploy/monitor-job.test.ts runs these relabelings in a real Prometheus.
       const endpoints = kind === 'ServiceMonitor' ? findOne(objects, kind).spec.endpoints : findOne(objects, kind).spec.podMetricsEndpoints;
       expect(endpoints?.map((endpoint) => endpoint.relabelings)).toEqual([
         [

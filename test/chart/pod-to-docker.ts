@@ -84,8 +84,7 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
   const sc = container.securityContext ?? {};
   const args: string[] = ['--hostname', pod.podName];
 
-  // User and groups: container settings override the pod's; fsGroup and supplementalGroups
-  // become supplementary groups of the process.
+  // fsGroup and supplementalGroups become supplementary groups of the process.
   const user = sc.runAsUser ?? podSc.runAsUser;
   const group = sc.runAsGroup ?? podSc.runAsGroup;
   if (user === undefined) throw new Error('runAsUser is not set: the test would run as the image user');
@@ -95,8 +94,7 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
     if (extra !== undefined) args.push('--group-add', String(extra));
   }
 
-  // Privileges: only dropped ones (render.test.ts: the chart adds none). RuntimeDefault seccomp is the
-  // runtime's default profile, which Docker applies unless told otherwise.
+  // The chart adds no privileges (render.test.ts); RuntimeDefault seccomp is Docker's default profile.
   if (sc.privileged || sc.capabilities?.add?.length) throw new Error('privileged containers and added capabilities are not translated');
   if (sc.allowPrivilegeEscalation === false) args.push('--security-opt', 'no-new-privileges');
   for (const cap of sc.capabilities?.drop ?? []) args.push('--cap-drop', cap);

@@ -71,10 +71,7 @@ function dockerfileBases(mode: '--pinned' | '--stand-ins' | '--build-args', dock
   return run.stdout.split('\n').filter(Boolean);
 }
 
-/**
- * The pinned base images when this engine has them (GitHub's container-tests job pulls them), else the
- * stand-ins scripts/ci/base-images.sh made, named through the Dockerfile's build arguments; never skips.
- */
+/** The pinned base images if present (GitHub's container-tests job pulls them), else base-images.sh's stand-ins. */
 function baseImages(): { images: string[]; buildArgs: string[] } {
   const present = (ref: string): boolean => spawnSync(DOCKER, ['image', 'inspect', ref], { encoding: 'utf8' }).status === 0;
   const pinned = dockerfileBases('--pinned');
