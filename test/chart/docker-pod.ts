@@ -57,7 +57,6 @@ export function docker(args: string[], allowFailure = false) {
   return run;
 }
 
-/** The end of a container's output, for failure messages. */
 export function logsOf(name: string): string {
   const run = docker(['logs', name], true);
   return `${run.stdout}${run.stderr}`.slice(-4000);

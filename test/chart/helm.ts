@@ -124,7 +124,6 @@ export function envNames(container: IContainer): string[] {
   return (container.env ?? []).map((e) => e.name);
 }
 
-/** helm's error message for `helm template` with `args`, which must fail (for a cluster that serves CRD_APIS). */
 export function templateFails(args: string[]): string {
   const run = helm(['template', 'products', chartDir, ...CRD_APIS, ...args]);
   if (run.status === 0) throw new Error(`helm template ${args.join(' ')} should have failed`);

@@ -139,7 +139,6 @@ describe('scripts/release/package-chart.mjs', () => {
   const before = source();
   const packaged = packageChart('1.2.3', digest, join(scratch, 'dist'));
 
-  // A stranger's directory: the package and nothing else.
   const stranger = mkdtempSync(join(scratch, 'stranger-'));
   copyFileSync(packaged, join(stranger, basename(packaged)));
   const inStranger = (args: string[]) => helm(args, stranger);

@@ -409,7 +409,6 @@ describe('helm template refuses, naming the value', () => {
     [set('extraVolumes[0].name=tmp', 'extraVolumes[0].emptyDir.medium=Memory'), /volume name tmp is taken/],
     [set('extraVolumeMounts[0].name=tmp'), /mountPath/],
     [set('diagnostics.heapSnapshot.enabled=true'), /diagnostics.heapSnapshot.enabled needs diagnostics.enabled/],
-    // Values that would render broken rules.
     [[...RULES, ...set('monitoring.prometheusRule.disabled.ProductServiceDwn=true')], /ProductServiceDwn/],
     [[...RULES, ...set('monitoring.prometheusRule.alerts.ProductServiceDown.for=2 minutes')], /for/],
     [[...RULES, ...set('monitoring.prometheusRule.slo.latency.threshold=0.3')], /threshold/],

@@ -63,7 +63,6 @@ function dockerAsync(args: string[]): Promise<string> {
   });
 }
 
-/** What scripts/ci/dockerfile-bases.mjs reads off a Dockerfile (the repository's by default), one item per line. */
 function dockerfileBases(mode: '--pinned' | '--stand-ins' | '--build-args', dockerfile?: string): string[] {
   const args = ['scripts/node.sh', 'scripts/ci/dockerfile-bases.mjs', mode, ...(dockerfile === undefined ? [] : ['--dockerfile', dockerfile])];
   const run = spawnSync('sh', args, { cwd: ROOT, encoding: 'utf8' });
