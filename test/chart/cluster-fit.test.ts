@@ -1,5 +1,4 @@
-// What a platform team's cluster asks of the chart, proven on what `helm template` renders: env
-// overrides, Node flags, volumes, diagnostics, NetworkPolicy rules, update strategy, missing CRD APIs.
+// What a platform team's cluster asks of the chart, proven on what `helm template` renders;
 // private-ca.test.ts and diagnostics.test.ts run the image with these settings.
 import { describe, expect, it } from 'vitest';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
@@ -24,7 +23,6 @@ import { validateObject } from './validate';
 
 const nodeOptions = (args: string[]) => envValue(containerOf(args), 'NODE_OPTIONS').split(' ');
 
-/** The policy of the server pods and the one of the helm test pod. */
 function policies(objects: K8sObject[]): { server: INetworkPolicy; test: INetworkPolicy } {
   const isTest = (np: INetworkPolicy) => np.metadata?.annotations?.['helm.sh/hook'] === 'test';
   const [test] = ofKind(objects, 'NetworkPolicy').filter(isTest);
@@ -173,7 +171,6 @@ describe('NetworkPolicy', () => {
     expect(test.metadata?.annotations).toMatchObject({ 'helm.sh/hook': 'test', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
     expect(Number(test.metadata?.annotations?.['helm.sh/hook-weight'])).toBeLessThan(Number(testPod.metadata?.annotations?.['helm.sh/hook-weight'] ?? 0));
     expect(testPod.metadata?.labels).toMatchObject(must(test.spec?.podSelector.matchLabels, 'test policy selector'));
-    // It must not select the servers.
     expect(deployment.spec?.template.metadata?.labels).not.toMatchObject(must(test.spec?.podSelector.matchLabels, 'test policy selector'));
     expect(test.spec?.policyTypes).toEqual(['Egress']);
     const [dns, api] = test.spec?.egress ?? [];
@@ -197,7 +194,6 @@ describe('NetworkPolicy', () => {
     const collector = set('networkPolicy.collectorTo[0].podSelector.matchLabels.app=otel-collector');
     expect(policies(template([...values, ...collector])).server.spec?.egress?.[1]?.to).toEqual([{ podSelector: { matchLabels: { app: 'otel-collector' } } }]);
     expect(helm(['lint', '--strict', chartDir, ...values, ...collector]).status).toBe(0);
-    // No endpoint needs no collector rule.
     expect(policies(template(noEndpoint)).server.spec?.egress?.map((rule) => rule.ports?.[0]?.port)).toEqual([53]);
   });
 
@@ -224,7 +220,6 @@ describe('NetworkPolicy', () => {
     }
     expect(server.spec?.ingress).toContainEqual(hbone);
     expect(server.spec?.ingress).toContainEqual({ from: [{ ipBlock: { cidr: '169.254.7.127/32' } }], ports: [{ port: 'http', protocol: 'TCP' }] });
-    // Without it, no Istio port anywhere.
     expect(JSON.stringify(policies(template(restricted)))).not.toMatch(/15008|15012|169\.254/);
   });
 

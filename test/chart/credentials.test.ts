@@ -1,6 +1,5 @@
 // Credentials from Secrets: the chart README's recipe (otel.headersSecret) hands the header to the
-// container through a secretKeyRef, and every export request carries it once run; NOTES warns of
-// headers in clear text; the schema checks extraEnv and extraEnvFrom entries as Kubernetes does.
+// container through a secretKeyRef, and every export request carries it once run.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME } from '../container/docker-host';
@@ -10,7 +9,6 @@ import { CHART_README, codeBlocks, readmeYamlBlock, section } from './docs';
 import { chartDir, CRD_APIS, helm, mainContainer, must, renderNotes, set, setJson } from './helm';
 
 const TITLE = 'Credentials for the collector';
-/** The recipe's values, as the chart README shows them. */
 const recipe = readmeYamlBlock(TITLE) as { otel: { endpoint: string; headersSecret: { name: string; key: string } } };
 /** The Secret the recipe's kubectl command creates: its name, key and value (with a <token> placeholder). */
 const [, secretName = '', secretKey = '', secretTemplate = ''] =
@@ -22,7 +20,6 @@ const [, secretName = '', secretKey = '', secretTemplate = ''] =
 const pods = new Pods();
 let receiver: OtlpReceiver | undefined;
 
-/** The helm template run, to read a refusal from. */
 const templateValues = (values: Record<string, unknown>) =>
   helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, ...CRD_APIS, ...IMAGE_VALUES, ...setJson(values)]);
 

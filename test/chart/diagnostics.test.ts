@@ -1,7 +1,6 @@
-// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: the pod rendered with
-// diagnostics on, and an ephemeral container made from that page's profile sharing its process and
-// network namespaces (`kubectl debug --target`), which sends the signals and copies the files out.
-// The image's own Node stands in for the debug image's busybox (nothing can be pulled here).
+// Diagnostics on demand, as docs/diagnostics.md tells an SRE to take them: an ephemeral container from that
+// page's profile shares the pod's process and network namespaces (`kubectl debug --target`), sends the signals
+// and copies the files out; the image's own Node stands in for busybox (nothing can be pulled here).
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -30,11 +29,7 @@ const [profileMount] = profile.volumeMounts;
 /** The ephemeral container of each pod, started once, as `kubectl debug ... -- sleep` leaves one running. */
 const ephemeral = new Map<string, string>();
 
-/**
- * Runs `script` in Node in the ephemeral container of `pod` (`kubectl exec -c diagnostics`): the
- * pod's process namespace (the service is PID 1 there) and network namespace, the profile's user
- * and volume, no capabilities, no new privileges, read-only.
- */
+/** Runs `script` in Node in the ephemeral container of `pod` (`kubectl exec -c diagnostics`), where the service is PID 1. */
 function debugContainer(pod: RunningPod, script: string): string {
   let name = ephemeral.get(pod.name);
   if (name === undefined) {
@@ -67,10 +62,8 @@ function debugContainer(pod: RunningPod, script: string): string {
 }
 
 const kill = (pod: RunningPod, signal: string) => debugContainer(pod, `process.kill(1, ${JSON.stringify(signal)})`);
-/** `ls /diagnostics` from the ephemeral container. */
 const listDiagnostics = (pod: RunningPod): string[] =>
   JSON.parse(debugContainer(pod, `console.log(JSON.stringify(require('fs').readdirSync('/diagnostics')))`)) as string[];
-/** The host directory behind the pod's diagnostics emptyDir (what the node holds). */
 const hostDiagnosticsDir = (pod: RunningPod): string => {
   const mount = pod.translation.args.find((arg) => arg.includes('destination=/diagnostics'));
   return must(/source=([^,]+)/.exec(mount ?? '')?.[1], 'diagnostics host directory');
@@ -96,7 +89,6 @@ describe('diagnostics.enabled with diagnostics.heapSnapshot.enabled', () => {
   let pod: RunningPod;
   beforeAll(async () => {
     const deployment = deploymentWith(HEAP_SNAPSHOTS);
-    // The profile mounts the pod's volume by name, at the path the service writes to.
     expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toContain(profileMount?.name);
     expect(mainContainer(deployment).volumeMounts).toContainEqual({ name: profileMount?.name, mountPath: profileMount?.mountPath });
     pod = await pods.start(deployment, { podName: 'products-product-service-diag-1' });
@@ -148,7 +140,6 @@ describe('diagnostics.enabled with diagnostics.heapSnapshot.enabled', () => {
     );
     expect(health.status).toBe(200);
     expect(listDiagnostics(pod)).toContain(name);
-    // Only the service's user may read it.
     expect(statSync(join(dir, name)).mode & 0o777).toBe(0o600);
     // Copied out as the page says (cat through the ephemeral container): the whole file.
     const copy = debugContainer(pod, `process.stdout.write(require('fs').readFileSync('/diagnostics/${name}'))`);

@@ -1,9 +1,8 @@
 // A stand-in for a Kubernetes node (scripts/ci/README.md): runs pods of the rendered chart on Docker
 // as the kubelet would (pod-to-docker.ts). Each test file makes one Pods: its own network (where the
 // Service name resolves to the pod), its containers and volumes' host directories, removed by cleanUp().
-// Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by
-// the container tests (`npm run test:container`), which .ci/run runs first, or the image that
-// PRODUCT_SERVICE_IMAGE names (release.yml: the digest a chart pins).
+// Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by the
+// container tests (`npm run test:container`, which .ci/run runs first), or the one PRODUCT_SERVICE_IMAGE names.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,7 +16,6 @@ import { containerPort, findOne, mainContainer, must, podSpecOf, set, template }
 import { commandArgs, probeUntil, translatePod, type PodInputs, type Translation } from './pod-to-docker';
 
 export const IMAGE = process.env.PRODUCT_SERVICE_IMAGE ?? 'product-service:test';
-/** Values that make the chart run that image, never pulled. */
 export const IMAGE_VALUES = set('image.repository=product-service', 'image.tag=test', 'image.pullPolicy=Never');
 export const RELEASE = 'products';
 export const NAMESPACE = 'shop';
@@ -37,7 +35,6 @@ export function deploymentWith(values: object): IDeployment {
   }
 }
 
-/** POST /product with a sampled traceparent of `traceId`; the answer's status. */
 export async function postTraced(baseUrl: string, traceId: string): Promise<number> {
   const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-01`;
   const res = await fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent }, body: '{}' });
@@ -45,7 +42,6 @@ export async function postTraced(baseUrl: string, traceId: string): Promise<numb
   return res.status;
 }
 
-/** Waits for the span of `traceId` to reach `receiver`, failing with the logs of container `name`. */
 export async function waitForSpan(receiver: OtlpReceiver, traceId: string, name: string): Promise<void> {
   try {
     await receiver.waitForSpans((span) => span.traceId === traceId, 1, 20_000);
@@ -61,13 +57,11 @@ export function docker(args: string[], allowFailure = false) {
   return run;
 }
 
-/** The end of a container's output, for failure messages. */
 export function logsOf(name: string): string {
   const run = docker(['logs', name], true);
   return `${run.stdout}${run.stderr}`.slice(-4000);
 }
 
-/** The loopback address and port Docker published `containerPort` of container `name` on. */
 function hostPort(name: string, containerPort: number): string {
   const [first = ''] = docker(['port', name, `${containerPort}/tcp`])
     .stdout.trim()
@@ -76,19 +70,16 @@ function hostPort(name: string, containerPort: number): string {
 }
 
 export interface RunningPod {
-  /** The container's name. */
   name: string;
   baseUrl: string;
   metricsUrl: string;
   translation: Translation;
-  /** Seconds until the startup probe passed. */
   secondsToStart: number;
 }
 
 export interface PodOptions extends Pick<PodInputs, 'sources' | 'secrets'> {
   podName: string;
   nodeName?: string;
-  /** More `docker run` flags (for example ADD_HOST_ARGS). */
   dockerArgs?: readonly string[];
   /** A name that resolves to this pod on the network, as a Service name does. */
   alias?: string;
@@ -119,7 +110,6 @@ export class Pods {
   async start(deployment: IDeployment, options: PodOptions): Promise<RunningPod> {
     const container = mainContainer(deployment);
     const podSpec = podSpecOf(deployment);
-    // A fresh host directory for the pod's emptyDirs.
     const emptyDirRoot = mkdtempSync(join(tmpdir(), 'chart-pod-volumes-'));
     this.volumeRoots.push(emptyDirRoot);
     const identity = { podName: options.podName, namespace: NAMESPACE, nodeName: options.nodeName ?? 'node-a' };

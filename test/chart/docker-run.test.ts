@@ -1,7 +1,5 @@
-// Runs the image as the rendered Deployment describes it (pod-to-docker.ts: securityContext, read-only
-// root, /tmp emptyDir, memory limit, environment), probes it as the kubelet would, runs the rendered
-// `helm test` pod against it, and shows SIGTERM fits the grace period; then with otel.endpoint,
-// traceQueryParams and trustedProxies (its spans), and with faults.* (a game day).
+// Runs the image as the rendered Deployment describes it (pod-to-docker.ts), probes it as the kubelet would
+// and runs the rendered `helm test` pod against it, with the defaults and with other values.
 // Needs a Docker engine and the image product-service:test (docker-pod.ts).
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -17,7 +15,6 @@ import { bytes, commandArgs, probeOnce, translatePod } from './pod-to-docker';
 const objects = template(IMAGE_VALUES, RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
 const deploymentName = must(deployment.metadata?.name, 'Deployment name');
-// The API's Service (the metrics have one of their own), named like the Deployment.
 const service = named(objects, 'Service', deploymentName);
 const [testPod] = ofKind(objects, 'Pod').filter((o) => o.metadata?.annotations?.['helm.sh/hook'] === 'test');
 const podSpec = podSpecOf(deployment);
@@ -149,7 +146,6 @@ describe('the rendered Deployment, run as a container', () => {
 
 describe('the rendered Deployment with otel.endpoint, traceQueryParams and trustedProxies set', () => {
   it('exports the server span of a traced request with the resource the chart sets (service.name, k8s.*), the query and client address those values allow, and logs its trace_id', async () => {
-    // The collector: in this process, on the Docker host's bridge address.
     const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
     try {
       const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
@@ -183,14 +179,13 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
         'client.address': '203.0.113.66',
       });
 
-      // Every attribute of the rendered OTEL_RESOURCE_ATTRIBUTES, after the kubelet's expansion...
+      // The rendered OTEL_RESOURCE_ATTRIBUTES after the kubelet's expansion, with the downward API's values.
       const rendered = Object.fromEntries(
         must(translated.env.get('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES')
           .split(',')
           .map((pair) => pair.split('=') as [string, string]),
       );
       expect(span?.resource).toMatchObject(rendered);
-      // ...which are these, with the downward API's values.
       expect(span?.resource).toMatchObject({
         'service.name': 'product-service',
         'k8s.pod.name': pod.podName,
@@ -202,7 +197,6 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams and trust
       });
       expect(translated.env.get('OTEL_SERVICE_NAME')).toBe('product-service');
 
-      // The pod's log line for the request carries the span's trace_id and span_id.
       const requestLine = () => jsonLines(docker(['logs', name]).stdout).find((l) => l.msg === 'request completed' && l.route === '/product');
       // docker logs may show the line a moment after the answer; after 5 s it is asserted anyway, with the logs.
       await vi.waitFor(() => expect(requestLine()).toBeDefined(), { timeout: 5000, interval: 100 }).catch(() => undefined);

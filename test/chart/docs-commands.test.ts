@@ -1,6 +1,5 @@
-// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the chart
-// renders for release `products` in namespace `shop`: objects, selectors, containers, Service ports and
-// the release, so that a command copied from the docs never meets a name that drifted.
+// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the chart renders
+// for release `products` in namespace `shop`, so that a command copied from the docs never meets a drifted name.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -15,7 +14,6 @@ const objects = template(set('diagnostics.enabled=true', 'networkPolicy.enabled=
 const deployment = findOne(objects, 'Deployment');
 const podLabels = deployment.spec?.template.metadata?.labels ?? {};
 const containers = new Set([mainContainer(deployment).name]);
-/** The ports of each Service, by name (the API's and the metrics Service). */
 const servicePorts = new Map(ofKind(objects, 'Service').map((svc) => [svc.metadata?.name, new Set((svc.spec?.ports ?? []).map((p) => String(p.port)))]));
 
 /** kubectl's short and plural names for the kinds the docs refer to. */
@@ -130,7 +128,6 @@ describe('the check itself', () => {
       'svc/products: no Service of that name',
       'port-forward to port 8080:80, not a port of that Service',
     ]);
-    // The metrics are on their own Service, not on the API's.
     expect(problems('kubectl --namespace shop port-forward svc/products-product-service 9464:9464', new Set())).toEqual([
       'port-forward to port 9464:9464, not a port of that Service',
     ]);

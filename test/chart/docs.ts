@@ -29,12 +29,10 @@ export function codeBlocks(markdown: string, lang: string): string[] {
   );
 }
 
-/** The first `lang` (yaml or json) block of section `title` of `file`, parsed. */
 export function firstBlock(file: string, title: string, lang: 'yaml' | 'json'): unknown {
   const [block] = codeBlocks(section(file, title), lang);
   if (block === undefined) throw new Error(`${file}: the section "${title}" has no ${lang} block`);
   return lang === 'json' ? JSON.parse(block) : parse(block);
 }
 
-/** The first YAML block of the chart README's section `title`, parsed. */
 export const readmeYamlBlock = (title: string): unknown => firstBlock(CHART_README, title, 'yaml');

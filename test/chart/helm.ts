@@ -14,10 +14,7 @@ export const helmBin = join(ROOT, '.tools/bin/helm');
 /** Helm 3, which platforms still run: the chart is held to it where the two differ (platform-values.test.ts). */
 export const helm3Bin = join(ROOT, '.tools/bin/helm3');
 
-/**
- * `--api-versions` for the custom resource APIs the value sets turn on (scripts/ci/chart-api-versions.txt),
- * as a cluster with their CRDs reports them: without them the chart refuses to render those objects.
- */
+/** `--api-versions` of a cluster with the CRDs the value sets need: without them the chart refuses to render those objects. */
 export const CRD_APIS: string[] = readFileSync(join(ROOT, 'scripts/ci/chart-api-versions.txt'), 'utf8')
   .split('\n')
   .filter((line) => line.trim() !== '' && !line.startsWith('#'))
@@ -31,13 +28,10 @@ export function helm(args: string[], cwd = ROOT, bin = helmBin): { status: numbe
   return run;
 }
 
-/** `--set` arguments, one per `key=value`. */
 export const set = (...pairs: string[]): string[] => pairs.flatMap((pair) => ['--set', pair]);
-/** `--set-json` arguments, one per top-level value. */
 export const setJson = (values: Record<string, unknown>): string[] =>
   Object.entries(values).flatMap(([key, value]) => ['--set-json', `${key}=${JSON.stringify(value)}`]);
 
-/** The value sets: the chart defaults, and the chart-testing files ci/*-values.yaml. */
 export const valueSets: { name: string; args: string[] }[] = [
   { name: 'chart defaults', args: [] },
   ...readdirSync(join(chartDir, 'ci'))
@@ -53,12 +47,10 @@ export interface K8sObject {
   metadata: NonNullable<IDeployment['metadata']> & { name: string };
 }
 
-/** A predicate for `find`: the item named `name`. */
 export function byName(name: string) {
   return (item: { name: string }): boolean => item.name === name;
 }
 
-/** A value the test needs, or an error naming what was missing. */
 export function must<T>(value: T | null | undefined, what: string): T {
   if (value === null || value === undefined) throw new Error(`missing: ${what}`);
   return value;
@@ -68,22 +60,14 @@ export function ofKind<K extends keyof Kinds>(objects: K8sObject[], kind: K): Ki
   return objects.filter((o) => o.kind === kind) as unknown as Kinds[K][];
 }
 
-/**
- * `helm template` of `chart` (the source directory by default, or a packaged .tgz) with the given
- * arguments, for a cluster that serves CRD_APIS; throws with helm's message if rendering fails.
- */
+/** `helm template` of `chart` (the source directory or a packaged .tgz) for a cluster that serves CRD_APIS. */
 export function template(args: string[], release = 'products', namespace = 'shop', chart = chartDir): K8sObject[] {
   const run = helm(['template', release, chart, '--namespace', namespace, ...CRD_APIS, ...args]);
   if (run.status !== 0) throw new Error(`helm template failed (${run.status}): ${run.stderr}`);
   return parseManifests(run.stdout);
 }
 
-/**
- * NOTES.txt as `helm install` prints it, for a cluster that serves CRD_APIS. `helm install
- * --dry-run=client` cannot be told a cluster's APIs (it has no --api-versions), and `helm template`
- * does not print NOTES.txt; so a copy of the chart gets a ConfigMap template that includes the
- * real NOTES.txt, rendered by `helm template` like the rest.
- */
+/** NOTES.txt as `helm install` prints it: `helm install --dry-run=client` has no --api-versions, `helm template` skips NOTES. */
 export function renderNotes(args: string[], release = 'products', namespace = 'shop'): string {
   const copy = mkdtempSync(join(tmpdir(), 'chart-notes-'));
   try {
@@ -107,7 +91,6 @@ data:
   }
 }
 
-/** The objects of a multi-document manifest, as helm prints them. */
 export function parseManifests(manifests: string): K8sObject[] {
   return parseAllDocuments(manifests)
     .map((doc) => {
@@ -117,7 +100,6 @@ export function parseManifests(manifests: string): K8sObject[] {
     .filter((obj): obj is K8sObject => obj !== null);
 }
 
-/** The rendered `kind` named `name`. */
 export function named<K extends keyof Kinds>(objects: K8sObject[], kind: K, name: string): Kinds[K] {
   return must(objects.find((o) => o.kind === kind && o.metadata.name === name) as Kinds[K] | undefined, `${kind} ${name}`);
 }
@@ -142,7 +124,6 @@ export function envNames(container: IContainer): string[] {
   return (container.env ?? []).map((e) => e.name);
 }
 
-/** helm's error message for `helm template` with `args`, which must fail (for a cluster that serves CRD_APIS). */
 export function templateFails(args: string[]): string {
   const run = helm(['template', 'products', chartDir, ...CRD_APIS, ...args]);
   if (run.status === 0) throw new Error(`helm template ${args.join(' ')} should have failed`);

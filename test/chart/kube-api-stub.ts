@@ -28,7 +28,6 @@ export interface StubRelease {
   namespace: string;
   /** The Deployment's and the Services' name (the release's full name). */
   name: string;
-  /** The ports of each Service, by name, as the chart renders them. */
   services: Record<string, Array<{ name?: string; port: number; targetPort?: number | string }>>;
   /** The pods' labels, which the Deployment and the Service select. */
   podLabels: Record<string, string>;

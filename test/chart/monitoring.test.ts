@@ -1,8 +1,5 @@
-// The chart's PrometheusRule and Grafana dashboard ConfigMap as `helm template` renders them: the
-// rules select the job the chart's own ServiceMonitor produces, the values fit them to a cluster
-// (links, labels, disabled alerts, intervals; render.test.ts: what would render broken rules is refused),
-// two releases' dashboards never collide (lint.test.ts: the chart renders from a copy of its directory).
-// What the rules do is unit-tested with promtool in test/deploy/rules.test.ts.
+// The chart's PrometheusRule and Grafana dashboard ConfigMap as `helm template` renders them, and the runbook's
+// commands. Values that would render broken rules: render.test.ts; what the rules do: test/deploy/rules.test.ts.
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -53,9 +50,8 @@ describe('PrometheusRule', () => {
       [set('fullnameOverride=catalogue'), 'catalogue'],
     ] as const) {
       const objects = template([...set(`monitoring.${monitor}.enabled=true`), ...RULES_AND_DASHBOARD, ...own, ...args]);
-      // The operator would name the job after the metrics Service, or <namespace>/<PodMonitor>: the
-      // chart sets it, first among the endpoint's relabelings. test/deploy/monitor-job.test.ts runs
-      // these relabelings in a real Prometheus.
+      // The chart sets the job; else the operator would name it after the metrics Service, or <namespace>/<PodMonitor>.
+      // test/deploy/monitor-job.test.ts runs these relabelings in a real Prometheus.
       const endpoints = kind === 'ServiceMonitor' ? findOne(objects, kind).spec.endpoints : findOne(objects, kind).spec.podMetricsEndpoints;
       expect(endpoints?.map((endpoint) => endpoint.relabelings)).toEqual([
         [
@@ -102,7 +98,6 @@ describe('PrometheusRule', () => {
       expect(rule.annotations?.owner, rule.alert).toBe('shop-oncall');
     }
     expect(alerts(rules).find((rule) => rule.alert === 'ProductServiceTargetDown')?.labels?.severity).toBe('info');
-    // Recording rules carry no alert labels.
     for (const rule of rules.groups.flatMap((group) => group.rules).filter((r) => r.record !== undefined)) expect(rule.labels?.team).toBeUndefined();
   });
 
@@ -216,15 +211,13 @@ describe('the runbook (docs/runbook.md)', () => {
     expect(ofKind(objects, 'Service').map((svc) => svc.metadata?.name)).toEqual(expect.arrayContaining([names.JOB, `${names.JOB ?? ''}-metrics`]));
   });
 
-  // The stub serves the release's objects as the chart renders them (their names, the Services' ports, the pods' labels): a command
-  // naming another object, port or label fails.
+  // The stub serves only the release's objects, Service ports and pod labels, as the chart renders them.
   describe('every kubectl command, run by the real kubectl against a stub API server that records what it asks', () => {
     const kubectl = join(ROOT, '.tools/bin/kubectl');
     const runbookFile = join(ROOT, 'docs/runbook.md');
     /** The runbook's NS=, JOB=, RELEASE=, POD= block: each command runs after it, as a reader's shell would. */
     const [namesBlock = ''] = codeBlocks(section(runbookFile, 'The names in the commands'), 'sh');
     const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
-    /** A command with the placeholders a reader fills in filled in. */
     const fillIn = (command: string): string => command.replace('<trace_id>', TRACE_ID).replace('<n>', '2').replace('<node>', 'node-1');
     const podLabels = must(deployment.spec?.template.metadata?.labels, 'pod labels');
     const container = must(deployment.spec?.template.spec?.containers[0]?.name, 'container');

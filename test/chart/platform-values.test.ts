@@ -26,7 +26,6 @@ import { validateObject } from './validate';
 
 const digest = `sha256:${'ab'.repeat(32)}`;
 
-/** The chart's own images: the server container and the helm test pod's. */
 function chartImages(objects: K8sObject[]): string[] {
   return [mainContainer(findOne(objects, 'Deployment')), ...ofKind(objects, 'Pod').flatMap((p) => must(p.spec, 'Pod spec').containers)].map((c) =>
     must(c.image, `${c.name} image`),
@@ -39,7 +38,6 @@ const HELMS = [
   { helmName: 'helm 3', bin: helm3Bin },
 ];
 
-/** Both refusals of `args`: helm template's and helm lint --strict's, each of which must fail. */
 function refusals(args: string[], bin = helmBin): { template: string; lint: string } {
   const rendered = helm(['template', 'products', chartDir, ...CRD_APIS, ...args], undefined, bin);
   const linted = helm(['lint', '--strict', chartDir, ...args], undefined, bin);

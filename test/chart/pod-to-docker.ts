@@ -1,6 +1,5 @@
-// A stand-in for a Kubernetes node (scripts/ci/README.md).
-// Translates a rendered pod spec into `docker run` flags, doing what the kubelet and the
-// container runtime would do with it, for the settings this chart uses. Anything it cannot
+// A stand-in for a Kubernetes node (scripts/ci/README.md): translates a rendered pod spec into `docker run`
+// flags as the kubelet and container runtime would, for the settings this chart uses. What it cannot
 // translate faithfully throws, so a new pod setting cannot be silently dropped from the test.
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync } from 'node:fs';
@@ -85,8 +84,7 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
   const sc = container.securityContext ?? {};
   const args: string[] = ['--hostname', pod.podName];
 
-  // User and groups: container settings override the pod's; fsGroup and supplementalGroups
-  // become supplementary groups of the process.
+  // fsGroup and supplementalGroups become supplementary groups of the process.
   const user = sc.runAsUser ?? podSc.runAsUser;
   const group = sc.runAsGroup ?? podSc.runAsGroup;
   if (user === undefined) throw new Error('runAsUser is not set: the test would run as the image user');
@@ -96,8 +94,7 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
     if (extra !== undefined) args.push('--group-add', String(extra));
   }
 
-  // Privileges: only dropped ones (render.test.ts: the chart adds none). RuntimeDefault seccomp is the
-  // runtime's default profile, which Docker applies unless told otherwise.
+  // The chart adds no privileges (render.test.ts); RuntimeDefault seccomp is Docker's default profile.
   if (sc.privileged || sc.capabilities?.add?.length) throw new Error('privileged containers and added capabilities are not translated');
   if (sc.allowPrivilegeEscalation === false) args.push('--security-opt', 'no-new-privileges');
   for (const cap of sc.capabilities?.drop ?? []) args.push('--cap-drop', cap);
@@ -132,7 +129,6 @@ export function translatePod(podSpec: IPodSpec, containerName: string, pod: PodI
   if (limits.cpu !== undefined) args.push('--cpus', String(millicores(limits.cpu) / 1000));
   if (requests.cpu !== undefined) args.push('--cpu-shares', String(Math.max(2, Math.round((millicores(requests.cpu) * 1024) / 1000))));
 
-  // Environment, in order, with the downward API, Secret keys and $(VAR) expansion.
   const env = new Map<string, string>();
   const uid = randomUUID();
   for (const e of container.env ?? []) {

@@ -1,6 +1,5 @@
 // A collector behind TLS with a private CA: the chart README's recipe, rendered and run as the kubelet
-// would run it against an OTLP receiver over HTTPS whose certificate this test's CA signed. With the
-// CA the spans arrive; without it the failure is counted in the otel_sdk_* metrics, requests still answered.
+// would run it against an OTLP receiver over HTTPS whose certificate this test's CA signed.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,7 +13,6 @@ import { deploymentWith, docker, DOCKER_NETWORKS, FAST_EXPORT, Pods, postTraced,
 import { readmeYamlBlock } from './docs';
 import { mainContainer, must, podSpecOf } from './helm';
 
-/** The recipe's values, as the chart README shows them. */
 const recipe = readmeYamlBlock('A collector behind a private CA') as {
   otel: { endpoint: string };
   extraVolumes: Array<{ name: string; configMap?: { name: string } }>;
@@ -123,7 +121,6 @@ describe('without the CA', () => {
     expect(receiver.spans.filter((span) => span.traceId === traceId)).toEqual([]);
     expect((await fetch(`${pod.baseUrl}/health`)).status).toBe(200);
     expect(await postTraced(pod.baseUrl, traceId)).toBe(201);
-    // The failure is explained on stderr, once.
     expect(docker(['logs', pod.name]).stderr).toMatch(/certificate/i);
   });
 });

@@ -1,7 +1,6 @@
-// The release steps the release workflow runs, run here the same way: scripts/release/plan.mjs
-// (which tag publishes what, and which must publish nothing) on scratch git repositories, and
-// scripts/release/package-chart.mjs, whose package is then used as a stranger would use it: copied
-// alone into an empty directory and rendered with no values.
+// The release workflow's steps, run the same way: scripts/release/plan.mjs on scratch git repositories, and
+// scripts/release/package-chart.mjs, whose package is then used as a stranger would: copied alone into an
+// empty directory and rendered with no values.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -26,7 +25,6 @@ function filesUnder(dir: string): string[] {
 
 const node = (script: string, args: string[], cwd = ROOT) => spawnSync(process.execPath, [join(ROOT, script), ...args], { cwd, encoding: 'utf8' });
 
-/** package-chart.mjs's arguments for chart and image `version`, pushed as `digest`. */
 const releaseArgs = (version: string, digest: string) => [
   ...['--version', version, '--app-version', version, '--repository', 'https://github.com/Acme-Corp/product-service', '--image-digest', digest],
 ];
@@ -141,7 +139,6 @@ describe('scripts/release/package-chart.mjs', () => {
   const before = source();
   const packaged = packageChart('1.2.3', digest, join(scratch, 'dist'));
 
-  // A stranger's directory: the package and nothing else.
   const stranger = mkdtempSync(join(scratch, 'stranger-'));
   copyFileSync(packaged, join(stranger, basename(packaged)));
   const inStranger = (args: string[]) => helm(args, stranger);
@@ -205,9 +202,7 @@ describe('a released digest is only ever paired with its own version', () => {
   const repository = 'ghcr.io/acme-corp/product-service';
   const old = packageChart('1.2.3', digests['1.2.3'], join(scratch, 'two-1.2.3'));
   const next = packageChart('1.2.4', digests['1.2.4'], join(scratch, 'two-1.2.4'));
-  /** The released image `version` by digest, as the server and the helm test pod run it. */
   const released = (version: keyof typeof digests) => Array<string>(2).fill(`${repository}:${version}@${digests[version]}`);
-  /** The chart's images (the server and the helm test pod) as `helm template` renders them. */
   const images = (chart: string, args: string[] = []) => {
     const objects = template(args, 'products', 'shop', chart);
     return [mainContainer(findOne(objects, 'Deployment')).image, ...ofKind(objects, 'Pod').map((pod) => pod.spec?.containers[0]?.image)];

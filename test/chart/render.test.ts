@@ -33,7 +33,6 @@ const chart = parse(readFileSync(join(chartDir, 'Chart.yaml'), 'utf8')) as { ver
 const imageUid = 65532; // the image's numeric USER (Dockerfile)
 const selectorKeys = ['app.kubernetes.io/instance', 'app.kubernetes.io/name'];
 
-/** Every pod spec the chart renders: the Deployment's template and the helm test pod. */
 function podSpecs(objects: K8sObject[]): { name: string; spec: IPodSpec }[] {
   return [
     ...ofKind(objects, 'Deployment').map((d) => ({ name: `Deployment ${d.metadata?.name ?? ''}`, spec: podSpecOf(d) })),
@@ -62,7 +61,6 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
   const podSpec = podSpecOf(deployment);
   const selector = must(deployment.spec?.selector.matchLabels, 'Deployment selector');
   const services = ofKind(objects, 'Service');
-  // The API's Service, and the metrics port's own.
   const service = named(objects, 'Service', deployment.metadata?.name ?? '');
   const metricsService = named(objects, 'Service', `${deployment.metadata?.name ?? ''}-metrics`);
 
@@ -111,7 +109,6 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
         for (const p of c.ports ?? []) expect(p.hostPort, `${what} hostPort`).toBeUndefined();
       }
     }
-    // The only writable path, /tmp, is an emptyDir.
     const tmp = must(container.volumeMounts?.find((m) => m.mountPath === '/tmp')?.name, '/tmp mount');
     expect(podSpec.volumes?.find((v) => v.name === tmp)?.emptyDir).toBeDefined();
   });
@@ -204,7 +201,6 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     const servicePort = (name: string) => must(servicePorts.find((p) => p.name === name)?.port, `Service port ${name}`);
     const containerPorts = (container.ports ?? []).map((c) => c.name);
     for (const svc of services) for (const p of svc.spec?.ports ?? []) expect(containerPorts).toContain(p.targetPort);
-    // The API's Service publishes the API only; the metrics stay on a ClusterIP Service of their own.
     expect(servicePorts.map((p) => p.name)).toEqual(['http']);
     expect(metricsService.spec?.type).toBe('ClusterIP');
     expect((metricsService.spec?.ports ?? []).map((p) => [p.name, p.targetPort])).toEqual([['metrics', 'metrics']]);
@@ -413,7 +409,6 @@ describe('helm template refuses, naming the value', () => {
     [set('extraVolumes[0].name=tmp', 'extraVolumes[0].emptyDir.medium=Memory'), /volume name tmp is taken/],
     [set('extraVolumeMounts[0].name=tmp'), /mountPath/],
     [set('diagnostics.heapSnapshot.enabled=true'), /diagnostics.heapSnapshot.enabled needs diagnostics.enabled/],
-    // Values that would render broken rules.
     [[...RULES, ...set('monitoring.prometheusRule.disabled.ProductServiceDwn=true')], /ProductServiceDwn/],
     [[...RULES, ...set('monitoring.prometheusRule.alerts.ProductServiceDown.for=2 minutes')], /for/],
     [[...RULES, ...set('monitoring.prometheusRule.slo.latency.threshold=0.3')], /threshold/],

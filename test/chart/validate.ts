@@ -1,7 +1,6 @@
-// Validates rendered objects against the Kubernetes API schemas (kubernetes-models) and the
-// Prometheus Operator and Gateway API CRD schemas. These check types, enums, formats and required
-// fields; they do not reject unknown fields, which the chart's strict values.schema.json and the
-// policy tests (reading the exact field paths) cover instead.
+// Validates rendered objects against the Kubernetes API schemas (kubernetes-models) and the Prometheus
+// Operator and Gateway API CRD schemas, which do not reject unknown fields: the chart's strict
+// values.schema.json and the policy tests (reading the exact field paths) cover those.
 import { ConfigMap, Pod, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
@@ -12,7 +11,6 @@ import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s
 
 const MODELS = [ConfigMap, Pod, Service, ServiceAccount, Deployment, HorizontalPodAutoscaler, PodDisruptionBudget, Ingress, NetworkPolicy] as const;
 const CRD_MODELS = [ServiceMonitor, PodMonitor, PrometheusRule, HTTPRoute] as const;
-/** The rendered kinds and their API types (kubernetes-models, Prometheus Operator, Gateway API). */
 export type Kinds = { [M in (typeof MODELS)[number] | (typeof CRD_MODELS)[number] as M['kind']]: InstanceType<M> };
 
 // Each model takes its own kind's type; the rendered object is checked by validate(), not by the compiler.

@@ -1,8 +1,6 @@
 // The Docker machinery shared by the container tests and the chart tests (test/chart/docker-run.test.ts):
-// the client, the check that an engine answers, and reaching a server in the test process from a
-// container, as a pod reaches a collector by name: the server listens on the Docker bridge's host
-// address (reachable from containers, not from outside), and the container resolves HOST_NAME to it
-// through Docker's host-gateway.
+// the client, the engine check, and HOST_NAME, by which a container reaches a server of the test process on
+// the bridge's host address (reachable from containers, not from outside), as a pod reaches a collector.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 
@@ -15,16 +13,11 @@ export function requireDockerEngine(): void {
   if (spawnSync(DOCKER, ['info'], { encoding: 'utf8' }).status !== 0) throw new Error('No Docker engine answers. Run: bash scripts/ci/docker-engine.sh');
 }
 
-/** The name containers use for the Docker host. */
 export const HOST_NAME = 'host.docker.internal';
 
-/** `docker run` flags that make HOST_NAME resolve to the Docker host's bridge address. */
 export const ADD_HOST_ARGS: readonly string[] = ['--add-host', `${HOST_NAME}:host-gateway`];
 
-/**
- * The IPv4 address of the default bridge (docker0) on the host: what host-gateway resolves to.
- * (os.networkInterfaces() omits docker0 while no container is attached to it, so ask ip.)
- */
+/** What host-gateway resolves to; asked of ip, as os.networkInterfaces() omits docker0 while no container is attached. */
 export function bridgeAddress(): string {
   const ip = spawnSync('ip', ['-4', '-o', 'addr', 'show', 'dev', 'docker0'], { encoding: 'utf8' });
   const address = /\binet (\d+\.\d+\.\d+\.\d+)\//.exec(ip.stdout)?.[1];

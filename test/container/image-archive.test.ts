@@ -1,9 +1,7 @@
-// scripts/release/image-archive.mjs, the step of image.yml that publishes the image it built and
-// scanned, run on real tools: skopeo, and a real registry (CNCF Distribution) of the test's own on a
-// loopback port (scripts/ci/install-registry-tools.sh installs both). The archive is made here in the
-// shape BuildKit's OCI output has: an image index of two platforms and an attestation manifest. The
-// host's platform image is runnable (the host's /bin/sh and the libraries it links), so that loaded
-// into the real Docker engine, as image.yml loads the archive for the container tests, it runs.
+// scripts/release/image-archive.mjs, image.yml's publishing step, run on real tools: skopeo and a registry
+// (CNCF Distribution) of the test's own on loopback (scripts/ci/install-registry-tools.sh). The archive has
+// BuildKit's OCI shape (an index of two platforms and an attestation manifest); the host's platform image
+// holds the host's /bin/sh and its libraries, so that it runs once loaded into Docker, as image.yml loads it.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
@@ -76,7 +74,6 @@ class Layout {
     );
   }
 
-  /** Writes index.json naming `top`, and tars the layout into `archive`. */
   archive(top: Descriptor, archive: string): void {
     writeFileSync(join(this.dir, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
     writeFileSync(join(this.dir, 'index.json'), JSON.stringify({ schemaVersion: 2, mediaType: OCI.index, manifests: [top] }));

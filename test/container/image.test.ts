@@ -1,7 +1,6 @@
-// Builds the repo's Dockerfile, unchanged, with a real Docker engine and runs the image the way the
-// Helm chart does: read-only root filesystem, no capabilities, no-new-privileges, a tmpfs at /tmp
-// and the image's own user. The engine and the local stand-ins for the pinned base images come from
-// scripts/ci/docker-engine.sh and scripts/ci/base-images.sh (`npm run test:container` runs both).
+// Builds the repo's Dockerfile, unchanged, with a real Docker engine and runs the image the way the Helm chart does
+// (read-only root, no capabilities, no-new-privileges, tmpfs /tmp, the image's user). The engine and the base
+// image stand-ins come from scripts/ci/docker-engine.sh and scripts/ci/base-images.sh (`npm run test:container`).
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
@@ -18,9 +17,8 @@ import { ROOT } from '../support/paths';
 import { VERSION } from '../support/service-process';
 import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from './docker-host';
 
-// PRODUCT_SERVICE_IMAGE names an image made elsewhere to test instead of building one (image.yml
-// loads the archive it pushes, release.yml pulls the digest a chart pins), with the version,
-// revision and source it was built with, which its labels must carry.
+// PRODUCT_SERVICE_IMAGE: an image made elsewhere to test instead (image.yml's pushed archive, release.yml's
+// pinned digest), with the version, revision and source it was built with, which its labels must carry.
 const GIVEN = process.env.PRODUCT_SERVICE_IMAGE;
 const IMAGE = GIVEN ?? 'product-service:test';
 // Kubernetes' default terminationGracePeriodSeconds, which the chart keeps.
@@ -65,7 +63,6 @@ function dockerAsync(args: string[]): Promise<string> {
   });
 }
 
-/** What scripts/ci/dockerfile-bases.mjs reads off a Dockerfile (the repository's by default), one item per line. */
 function dockerfileBases(mode: '--pinned' | '--stand-ins' | '--build-args', dockerfile?: string): string[] {
   const args = ['scripts/node.sh', 'scripts/ci/dockerfile-bases.mjs', mode, ...(dockerfile === undefined ? [] : ['--dockerfile', dockerfile])];
   const run = spawnSync('sh', args, { cwd: ROOT, encoding: 'utf8' });
@@ -73,11 +70,7 @@ function dockerfileBases(mode: '--pinned' | '--stand-ins' | '--build-args', dock
   return run.stdout.split('\n').filter(Boolean);
 }
 
-/**
- * The base images this engine builds from: the pinned ones when it has them (GitHub's container-tests
- * job pulls them), else the stand-ins scripts/ci/base-images.sh made under their tags, named through the
- * Dockerfile's base-image build arguments. Fails, never skips, when neither is there.
- */
+/** The pinned base images if present (GitHub's container-tests job pulls them), else base-images.sh's stand-ins. */
 function baseImages(): { images: string[]; buildArgs: string[] } {
   const present = (ref: string): boolean => spawnSync(DOCKER, ['image', 'inspect', ref], { encoding: 'utf8' }).status === 0;
   const pinned = dockerfileBases('--pinned');
@@ -99,7 +92,6 @@ function revision(): string {
 
 const mb = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
 
-/** Starts a container the way the chart runs it; returns its id and host URLs of its ports. */
 function runLikeTheChart(extraArgs: string[] = []): { id: string; api: string; metrics: string } {
   const id = docker([
     'run',
@@ -397,9 +389,8 @@ describe("Node's compile cache", () => {
   });
 });
 
-// The issue's proof that the image traces, correlates logs and exports over each OTLP protocol to a
-// collector on the Docker host; the exporters load only when an endpoint is set, so this also proves
-// the pruned node_modules and read-only filesystem leave each working, and that SIGTERM flushes.
+// The exporters load only when an endpoint is set, so this proves each works from the pruned node_modules
+// on a read-only filesystem, and that SIGTERM flushes.
 describe('tracing from the image', () => {
   const SPAN_KIND_SERVER = 2;
   const HTTP_SCOPE = '@opentelemetry/instrumentation-http';
@@ -407,13 +398,9 @@ describe('tracing from the image', () => {
   const KNOWN_EXPORT_WARNINGS = [/^opentelemetry warn: dropping invalid resource attribute value for key "host\.id"$/];
 
   type Export = { path: string; contentType: string };
-  /** port: on the Docker bridge's host address; receiver: decodes the spans (the service tests' OTLP receiver); exports: the requests as they arrived. */
   type Collector = { port: number; receiver: OtlpReceiver; exports(): Export[]; close(): Promise<void> };
 
-  /**
-   * A collector reachable from containers: for OTLP/HTTP the shared receiver itself; for gRPC (the
-   * same protobuf, length-prefixed over HTTP/2) a front relays each message to it as OTLP/HTTP.
-   */
+  /** For OTLP/HTTP the shared receiver itself; for gRPC (the same protobuf, length-prefixed over HTTP/2) a relay to it. */
   async function startCollector(protocol: string): Promise<Collector> {
     if (protocol !== 'grpc') {
       const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
@@ -521,7 +508,6 @@ describe('tracing from the image', () => {
         );
         expect(seconds, context).toBeLessThan(GRACE_SECONDS / 3);
         expect(Number(docker(['inspect', '--format', '{{.State.ExitCode}}', id]).trim()), context).toBe(0);
-        // Nothing on stderr but the one known SDK warning.
         const unexpected = logs.stderr.split('\n').filter((line) => line !== '' && !KNOWN_EXPORT_WARNINGS.some((known) => known.test(line)));
         expect(unexpected, context).toEqual([]);
 
@@ -540,7 +526,6 @@ describe('tracing from the image', () => {
         expect(span?.spanId).toMatch(/^[0-9a-f]{16}$/);
         expect(span?.attributes).toMatchObject({ 'http.route': '/product', 'product.id': productId });
 
-        // The service logs in JSON on stdout until the end; the request's log line names that span.
         expect(jsonLines(logs.stdout), context).toHaveLength(logs.stdout.trim().split('\n').length);
         const lines = jsonLines(logs.stdout).filter((line) => line.msg === 'request completed' && line.route === '/product');
         expect(lines, context).toHaveLength(1);
