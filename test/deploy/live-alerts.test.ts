@@ -6,12 +6,12 @@
 // and to resolve into docs/runbook.md; otherwise it only prints them, so CI never rewrites the docs.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { readBlock, writeBlock } from '../../bench/markdown-block.mjs';
 import { sampleValue, scrape } from '../support/exposition';
 import { startWithFifoStdout, type FifoService } from '../support/fifo-stdout';
@@ -32,6 +32,12 @@ const MEMORY_LIMIT = 384 * MIB;
 const LARGE_MEMORY_LIMIT = 4096 * MIB;
 const heapOf = (limit: number): string => `--max-old-space-size=${Math.floor((limit / MIB) * 0.6)} --max-semi-space-size=16`;
 const BURN_RATES = ['ProductServiceErrorBudgetBurnFast', 'ProductServiceErrorBudgetBurnSlow'];
+const VALUES_FILE = join(__dirname, 'live-alerts.values.yaml');
+interface LiveRules {
+  minRequestRate: number;
+  alerts: { ProductServiceQuietFailures: { window: string } };
+}
+const LIVE_RULES = (parse(readFileSync(VALUES_FILE, 'utf8')) as { monitoring: { prometheusRule: LiveRules } }).monitoring.prometheusRule;
 const ALERTS = alertsOf(parseRules(renderRules({ release: RELEASE, namespace: 'default' }))).map((rule) => rule.alert ?? '');
 
 interface Pod {
@@ -404,6 +410,19 @@ class Namespace {
     });
   }
 
+  /**
+   * Requests over ProductServiceQuietFailures' window at minRequestRate or more, where the burn-rate
+   * alerts judge: the rate of a series younger than the window reads low, and QuietFailures would page.
+   */
+  async aboveTrafficGuard(): Promise<void> {
+    const rate = `job_namespace:product_service_slo_requests:rate${LIVE_RULES.alerts.ProductServiceQuietFailures.window}{namespace="${this.name}"}`;
+    await vi.waitFor(async () => expect((await prometheus.query(`min(${rate}) >= ${LIVE_RULES.minRequestRate}`)).data.result).toHaveLength(1), {
+      timeout: 60_000,
+      interval: 250,
+      message: `${this.name}: ${rate} stays under minRequestRate`,
+    });
+  }
+
   async scrapedOnce(pod: Pod): Promise<void> {
     const started = sampleValue(await scrape(pod.metricsUrl), 'process_start_time_seconds');
     await vi.waitFor(
@@ -540,7 +559,7 @@ describe('every alert the chart renders, fired by the real service', () => {
       const values = join(dir, `values-${name}.yaml`);
       writeFileSync(values, stringify({ monitoring: { prometheusRule: { alerts: setup.values ?? {} } } }));
       const rules = join(dir, `rules-${name}.yaml`);
-      writeFileSync(rules, renderRules({ release: RELEASE, namespace: name, values: [join(__dirname, 'live-alerts.values.yaml'), values] }));
+      writeFileSync(rules, renderRules({ release: RELEASE, namespace: name, values: [VALUES_FILE, values] }));
       return rules;
     });
     // Before Prometheus starts, so each pod is scraped from its first evaluation on.
@@ -609,6 +628,7 @@ describe('every alert the chart renders, fired by the real service', () => {
       };
       const cycle = async (): Promise<void> => {
         try {
+          if (scenario.slo !== undefined && (scenario.traffic ?? 0) >= LIVE_RULES.minRequestRate) await here.aboveTrafficGuard();
           const t0 = await act(scenario.cause);
           const fired = await Promise.all(scenario.alerts.map((alert) => here.fired(alert, t0, scenario.slo)));
           const t1 = await act(scenario.end);
