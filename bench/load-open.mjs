@@ -22,7 +22,6 @@ const request = Buffer.from(
 const total = Math.round(o.rate * o.duration);
 const interval = 1000 / o.rate;
 const fromIntended = new Float64Array(total);
-const fromSent = new Float64Array(total);
 let completed = 0;
 let non2xx = 0;
 let socketErrors = 0;
@@ -33,7 +32,7 @@ const free = [];
 
 class Connection {
   constructor() {
-    this.inflight = null; // { intended, sent }
+    this.inflight = null; // { intended }
     this.buf = Buffer.alloc(0);
     this.socket = net.connect({ host: '127.0.0.1', port: o.port, noDelay: true });
     this.ready = new Promise((resolve, reject) => {
@@ -68,7 +67,7 @@ class Connection {
   }
 
   send(intended) {
-    this.inflight = { intended, sent: performance.now() };
+    this.inflight = { intended };
     this.socket.write(request);
   }
 
@@ -88,7 +87,6 @@ class Connection {
       if (status < 200 || status > 299) non2xx++;
       if (this.inflight) {
         fromIntended[completed] = now - this.inflight.intended;
-        fromSent[completed] = now - this.inflight.sent;
         completed++;
         this.inflight = null;
       }
@@ -152,7 +150,6 @@ process.stdout.write(
         p999: pct(fromIntended, 99.9),
         max: pct(fromIntended, 100),
       },
-      service_ms: { p50: pct(fromSent, 50), p99: pct(fromSent, 99), max: pct(fromSent, 100) },
     }) +
     '\n',
 );
