@@ -417,8 +417,8 @@ class Namespace {
   async aboveTrafficGuard(): Promise<void> {
     const rate = `job_namespace:product_service_slo_requests:rate${LIVE_RULES.alerts.ProductServiceQuietFailures.window}{namespace="${this.name}"}`;
     await vi.waitFor(async () => expect((await prometheus.query(`min(${rate}) >= ${LIVE_RULES.minRequestRate}`)).data.result).toHaveLength(1), {
+      ...PROMETHEUS_WAIT,
       timeout: 60_000,
-      interval: 250,
       message: `${this.name}: ${rate} stays under minRequestRate`,
     });
   }
