@@ -7,14 +7,10 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { parse, parseDocument } from 'yaml';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
 import { chartDir, CRD_APIS, findOne, helm, helm3Bin, helmBin, mainContainer, must, ofKind, parseManifests, set, template } from './helm';
-
-/** values[...path], an object (YAML parsed as a record): undefined where the path ends. */
-const dig = (values: Record<string, never>, ...path: string[]): Record<string, never> | undefined =>
-  path.reduce<Record<string, never> | undefined>((at, key) => at?.[key], values);
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-release-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -254,13 +250,17 @@ describe('a released digest is only ever paired with its own version', () => {
     (_name, bin) => {
       // The values of a release before these were added: top-level values, two alerts, the SLO source and a probe field.
       const added = ['global', 'deploymentAnnotations', 'revisionHistoryLimit', 'minReadySeconds', 'initContainers', 'extraContainers', 'lifecycleHooks'];
-      const values = parse(readFileSync(oldValues, 'utf8')) as Record<string, never>;
-      for (const key of added) delete values[key];
-      const rule = must(dig(values, 'monitoring', 'prometheusRule'), 'prometheusRule values');
-      for (const alert of ['ProductServiceQuietFailures', 'ProductServiceTrafficStopped']) delete must(dig(rule, 'alerts'), 'alerts')[alert];
-      delete must(dig(rule, 'slo'), 'slo').source;
-      delete must(dig(values, 'readinessProbe'), 'readinessProbe').successThreshold;
-      const chart = withValues(`reuse-older-values-${basename(bin)}`, stringify(values));
+      const values = parseDocument(readFileSync(oldValues, 'utf8'));
+      const rule = ['monitoring', 'prometheusRule'];
+      for (const path of [
+        ...added.map((key) => [key]),
+        [...rule, 'alerts', 'ProductServiceQuietFailures'],
+        [...rule, 'alerts', 'ProductServiceTrafficStopped'],
+        [...rule, 'slo', 'source'],
+        ['readinessProbe', 'successThreshold'],
+      ])
+        expect(values.deleteIn(path), path.join('.')).toBe(true);
+      const chart = withValues(`reuse-older-values-${basename(bin)}`, values.toString());
       const run = (args: string[]) => helm(['template', 'products', chart, '--namespace', 'shop', ...CRD_APIS, ...args], undefined, bin);
       const rendered = run([]);
       expect(rendered.status, rendered.stderr).toBe(0);
