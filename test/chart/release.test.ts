@@ -7,10 +7,10 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { parse, parseDocument } from 'yaml';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
-import { chartDir, findOne, helm, helmBin, mainContainer, must, ofKind, parseManifests, set, template } from './helm';
+import { chartDir, CRD_APIS, findOne, helm, helm3Bin, helmBin, mainContainer, must, ofKind, parseManifests, set, template } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-release-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -242,24 +242,41 @@ describe('a released digest is only ever paired with its own version', () => {
     expect(images(withValues('reuse-values', readFileSync(oldValues, 'utf8')))).toEqual(released('1.2.4'));
   });
 
-  it('--reuse-values from a release that stamped its digest in values.yaml: refused, naming the fix, which then runs the newer image', () => {
-    // The values a release of the chart before this one left: the digest in image.digest, none of the newer values.
-    const added = ['global', 'deploymentAnnotations', 'revisionHistoryLimit', 'minReadySeconds', 'initContainers', 'extraContainers', 'lifecycleHooks'];
-    const current = parse(readFileSync(oldValues, 'utf8')) as Record<string, unknown> & { image: Record<string, string> };
-    const values = {
-      ...Object.fromEntries(Object.entries(current).filter(([key]) => !added.includes(key))),
-      image: { ...current.image, digest: digests['1.2.3'] },
-    };
-    const chart = withValues('reuse-older-values', stringify(values));
-    const refused = helm(['template', 'products', chart]);
-    expect(refused.status).not.toBe(0);
-    expect(refused.stderr).toContain(
-      `image.digest is set but image.tag is empty: the default tag changes with every chart version, and ${digests['1.2.3']} would run under another version's name`,
-    );
-    expect(refused.stderr).toContain('clear image.digest (--set image.digest=)');
-    expect(images(chart, set('image.digest='))).toEqual(released('1.2.4'));
-    expect(findOne(template(set('image.digest='), 'products', 'shop', chart), 'Deployment').spec?.revisionHistoryLimit).toBe(5);
-  });
+  it.each([
+    ['helm 4', helmBin],
+    ['helm 3', helm3Bin],
+  ])(
+    '%s, --reuse-values from an older release, whose values lack those added since: renders; with its PrometheusRule, refused naming --reset-then-reuse-values',
+    (_name, bin) => {
+      // The values of a release before these were added: top-level values, two alerts, the SLO source and a probe field.
+      const added = ['global', 'deploymentAnnotations', 'revisionHistoryLimit', 'minReadySeconds', 'initContainers', 'extraContainers', 'lifecycleHooks'];
+      const values = parseDocument(readFileSync(oldValues, 'utf8'));
+      const rule = ['monitoring', 'prometheusRule'];
+      for (const path of [
+        ...added.map((key) => [key]),
+        [...rule, 'alerts', 'ProductServiceQuietFailures'],
+        [...rule, 'alerts', 'ProductServiceTrafficStopped'],
+        [...rule, 'slo', 'source'],
+        ['readinessProbe', 'successThreshold'],
+      ])
+        expect(values.deleteIn(path), path.join('.')).toBe(true);
+      const chart = withValues(`reuse-older-values-${basename(bin)}`, values.toString());
+      const run = (args: string[]) => helm(['template', 'products', chart, '--namespace', 'shop', ...CRD_APIS, ...args], undefined, bin);
+      const rendered = run([]);
+      expect(rendered.status, rendered.stderr).toBe(0);
+      expect(findOne(parseManifests(rendered.stdout), 'Deployment').spec?.revisionHistoryLimit).toBe(5);
+      const rules = set('monitoring.prometheusRule.enabled=true');
+      const refused = run(rules);
+      expect(refused.status).not.toBe(0);
+      expect(refused.stderr).toContain(
+        'monitoring.prometheusRule.alerts.ProductServiceQuietFailures is missing: these values come from an older chart version',
+      );
+      expect(refused.stderr).toContain('Upgrade with --reset-then-reuse-values instead');
+      const lint = helm(['lint', '--strict', chart, ...rules], undefined, bin);
+      expect(lint.status).not.toBe(0);
+      expect(lint.stdout + lint.stderr).toContain('--reset-then-reuse-values');
+    },
+  );
 
   it('global.imageRegistry moves both images to a mirror and keeps the digest', () => {
     expect(images(old, set('global.imageRegistry=mirror.example.com'))).toEqual([

@@ -45,9 +45,17 @@ Usage: include "product-service.mergeLabels" (list $first $second ...)
 {{- toYaml $labels }}
 {{- end }}
 
-{{/* The chart's own labels, before commonLabels. */}}
+{{/* The chart's own labels, before commonLabels; on objects, with the chart's version. */}}
 {{- define "product-service.chartLabels" -}}
 helm.sh/chart: {{ include "product-service.chart" . }}
+{{ include "product-service.podChartLabels" . }}
+{{- end }}
+
+{{/*
+The chart's labels on the pod template: not helm.sh/chart, so that a chart-only release (same image,
+same values) leaves the pod template, and the running pods, as they are.
+*/}}
+{{- define "product-service.podChartLabels" -}}
 app.kubernetes.io/version: {{ include "product-service.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: product-service
@@ -57,11 +65,12 @@ app.kubernetes.io/part-of: product-service
 Labels on every object: the chart's, then commonLabels, then the object's own extra labels
 (podLabels, a monitor's labels, the metrics component), then the selector labels, which no value
 overrides (a pod that lost them would leave its Deployment's selector, and the API refuses that).
-Usage: include "product-service.labelsWith" (list . $extra)
+Usage: include "product-service.labelsWith" (list . $extra), or (list . $extra "pod") on a pod template
 */}}
 {{- define "product-service.labelsWith" -}}
 {{- $ctx := index . 0 }}
-{{- include "product-service.mergeLabels" (list (include "product-service.chartLabels" $ctx | fromYaml) $ctx.Values.commonLabels (index . 1) (include "product-service.selectorLabels" $ctx | fromYaml)) }}
+{{- $chart := include (ternary "product-service.podChartLabels" "product-service.chartLabels" (eq (len .) 3)) $ctx }}
+{{- include "product-service.mergeLabels" (list ($chart | fromYaml) $ctx.Values.commonLabels (index . 1) (include "product-service.selectorLabels" $ctx | fromYaml)) }}
 {{- end }}
 
 {{/*
@@ -124,16 +133,12 @@ values file copied from `helm show values` carries it to another chart version.
 {{- end }}
 
 {{/*
-The digest the image is pulled by: image.digest, which needs image.tag (a digest is of one version;
-with the tag left to the chart, a chart upgrade would pair it with another), or else the released
-digest when the values ask for exactly the released repository and version. Any other tag or
-repository is pulled by tag (NOTES says so).
+The digest the image is pulled by: image.digest, or else the released digest when the values ask
+for exactly the released repository and version. Any other tag or repository is pulled by tag
+(NOTES says so).
 */}}
 {{- define "product-service.imageDigest" -}}
 {{- if .Values.image.digest }}
-{{- if not .Values.image.tag }}
-{{- include "product-service.fail" (printf "image.digest is set but image.tag is empty: the default tag changes with every chart version, and %s would run under another version's name. Set image.tag to the version it is of, or clear image.digest (--set image.digest=) to run this chart's own image (values of an older release, or --reuse-values, may carry the digest it stamped there)" .Values.image.digest) }}
-{{- end }}
 {{- .Values.image.digest }}
 {{- else }}
 {{- $prefix := printf "%s:%s@" .Values.image.repository (include "product-service.imageTag" .) }}
@@ -143,7 +148,9 @@ repository is pulled by tag (NOTES says so).
 {{- end }}
 
 {{/*
-Image reference: repository:tag, then @digest when there is one. global.imageRegistry (the common
+Image reference: repository:tag, then @digest when there is one; image.digest without image.tag is
+`repository@digest` (digest-only pinning, as Renovate and Flux write it): the chart's default tag
+would name another version. global.imageRegistry (the common
 charts' convention, for a registry mirror) replaces the repository's registry; the digest stays
 valid, since a mirror copies the image as it is.
 */}}
@@ -154,10 +161,27 @@ valid, since a mirror copies the image as it is.
 {{- $repository = printf "%s/%s" (trimSuffix "/" .) (regexReplaceAll "^([^/]*[.:][^/]*|localhost)/" $repository "") }}
 {{- end }}
 {{- $ref := printf "%s:%s" $repository (include "product-service.imageTag" .) }}
+{{- if and .Values.image.digest (not .Values.image.tag) }}
+{{- $ref = $repository }}
+{{- end }}
 {{- with include "product-service.imageDigest" . }}
 {{- $ref = printf "%s@%s" $ref . }}
 {{- end }}
 {{- $ref }}
+{{- end }}
+
+{{/*
+imagePullSecrets: global.imagePullSecrets (Bitnami's convention for an umbrella chart) then the
+chart's own, each a name or {name}, written as {name} once each.
+*/}}
+{{- define "product-service.imagePullSecrets" -}}
+{{- $names := list }}
+{{- range concat ((.Values.global).imagePullSecrets | default list) (.Values.imagePullSecrets | default list) }}
+{{- $names = append $names (kindIs "string" . | ternary . (toJson . | fromJson).name) }}
+{{- end }}
+{{- range uniq $names }}
+- name: {{ . }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -169,6 +193,15 @@ Usage: include "product-service.fail" "message"
 {{- define "product-service.fail" -}}
 {{- fail . }}
 {{- $_ := semverCompare (printf "values refused: %s" .) "0.0.0" }}
+{{- end }}
+
+{{/*
+Refuses values that lack `key`, a value this chart has a default for: they come from an older chart,
+whose values `helm upgrade --reuse-values` (and Flux's `preserveValues`) put in place of this chart's.
+Usage: include "product-service.olderValues" "monitoring.prometheusRule.alerts.X"
+*/}}
+{{- define "product-service.olderValues" -}}
+{{- include "product-service.fail" (printf "%s is missing: these values come from an older chart version (helm upgrade --reuse-values keeps the previous release's values in place of this chart's defaults). Upgrade with --reset-then-reuse-values instead" .) }}
 {{- end }}
 
 {{/* Grace period: covers SHUTDOWN_DELAY + SHUTDOWN_TIMEOUT, plus 5 s for the span flush and exit. */}}
@@ -225,32 +258,18 @@ Usage: include "product-service.extraContainers" (list . $containers)
 {{- end }}
 
 {{/*
-Refuses resources the API server refuses, or takes and the pod then cannot use: memory or storage
-in fractions of a byte (`384m` is 0.384 bytes, not 384 MiB), an extended resource (a name with a
-domain, `nvidia.com/gpu`) that is not a whole number, and an extended resource or huge pages
-requested without the same limit (Kubernetes does not overcommit them).
+Refuses memory or storage in fractions of a byte (`384m` is 0.384 bytes, not 384 MiB): the API
+server takes it and the pod then cannot start. Everything else about quantities is the API's to judge.
 Usage: include "product-service.checkResources" (list "resources" .Values.resources)
 */}}
 {{- define "product-service.checkResources" -}}
 {{- $path := index . 0 }}
 {{- $resources := index . 1 | default dict }}
-{{- $limits := $resources.limits | default dict }}
-{{- range $kind, $quantities := $resources }}
+{{- range $kind, $quantities := pick $resources "requests" "limits" }}
 {{- range $name, $value := $quantities | default dict }}
 {{- $v := toString $value }}
 {{- if and (regexMatch "^(memory|ephemeral-storage|hugepages-.+)$" $name) (regexMatch "[0-9.][num]$" $v) }}
 {{- include "product-service.fail" (printf "%s.%s.%s is %s: the suffix m, u or n means a fraction of a byte (m is milli); write Mi (mebibytes) or M (megabytes), for example %sMi" $path $kind $name $v (regexReplaceAll "[num]$" $v "")) }}
-{{- end }}
-{{- $extended := contains "/" $name }}
-{{- if and $extended (not (regexMatch "^\\+?[0-9]+$" $v)) }}
-{{- include "product-service.fail" (printf "%s.%s.%s is %s: an extended resource is counted in whole units" $path $kind $name $v) }}
-{{- end }}
-{{- if and (eq $kind "requests") (or $extended (hasPrefix "hugepages-" $name)) }}
-{{- if not (hasKey $limits $name) }}
-{{- include "product-service.fail" (printf "%s.requests.%s needs %s.limits.%s as well: Kubernetes does not overcommit extended resources and huge pages" $path $name $path $name) }}
-{{- else if and $extended (ne $v (toString (index $limits $name))) }}
-{{- include "product-service.fail" (printf "%s.requests.%s (%s) must equal %s.limits.%s (%v): Kubernetes does not overcommit extended resources" $path $name $v $path $name (index $limits $name)) }}
-{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -450,7 +469,7 @@ and a valueFrom cannot be merged with them; extraNodeOptions adds flags instead.
 {{- $extra := dict }}
 {{- range .Values.extraEnv }}
 {{- if eq .name "NODE_OPTIONS" }}
-{{- fail "extraEnv cannot set NODE_OPTIONS: it would replace the chart's flags, --disable-sigusr1 among them. Put Node flags in extraNodeOptions (and nodeHeapPercent: 0 to size the heap with your own flag)" }}
+{{- include "product-service.fail" "extraEnv cannot set NODE_OPTIONS: it would replace the chart's flags, --disable-sigusr1 among them. Put Node flags in extraNodeOptions (and nodeHeapPercent: 0 to size the heap with your own flag)" }}
 {{- end }}
 {{- if hasKey $extra .name }}
 {{- include "product-service.fail" (printf "extraEnv lists %s twice: each variable name may appear once" .name) }}
