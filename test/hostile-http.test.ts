@@ -373,6 +373,27 @@ describe('a body cut into many chunks', () => {
   });
 });
 
+describe("NODE_OPTIONS=--insecure-http-parser (reachable through the chart's extraNodeOptions)", () => {
+  it('loosens neither port: CL+TE, obs-fold, bare LF and NUL in a header are refused with 400, and the request after them is not served', async () => {
+    const svc = await serviceForTest({ NODE_OPTIONS: '--insecure-http-parser' });
+    const next = 'GET /health HTTP/1.1\r\nHost: a\r\n\r\n';
+    const attempts = [
+      `POST /product HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${next}`,
+      `GET /health HTTP/1.1\r\nHost: a\r\nX-Folded: one\r\n two\r\n\r\n${next}`,
+      `GET /health HTTP/1.1\nHost: a\n\n${next}`,
+      `GET /health HTTP/1.1\r\nHost: a\r\nX-Nul: a\0b\r\n\r\n${next}`,
+    ];
+    for (const port of [svc.port, svc.metricsPort]) {
+      for (const payload of attempts) {
+        const raw = await exchangeUntilClosed(port, payload);
+        expect(parseResponse(raw).status, JSON.stringify(payload)).toBe(400);
+        expect(raw.split('HTTP/1.1 ').length - 1, JSON.stringify(payload)).toBe(1);
+      }
+    }
+    expect(idsIssued(await (await fetch(svc.metricsUrl)).text())).toBe(0);
+  });
+});
+
 describe('the metrics port, attacked as the API port is', () => {
   /**
    * Counts the service's renders of its exposition: a gauge whose collect() prom-client calls once

@@ -3,6 +3,7 @@
 // The Prometheus exposition, plain and OpenMetrics. Process metrics, the real build info and trace
 // exemplars exist only in the built service.
 import { spawnSync } from 'node:child_process';
+import { METHODS } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { inProcessForSuite, inProcessForTest, type InProcessService } from './support/in-process';
@@ -67,6 +68,17 @@ describe('counting, in-process', () => {
       ({ labels }) => labels.http_route === '/product' && labels.http_response_status_code === '201',
     );
     expect(buckets.map(({ labels }) => labels.le)).toEqual(DURATION_BUCKETS);
+  });
+
+  it("records every method outside the semantic conventions' set as _OTHER: every other method Node parses adds one series per route and status, not one each", async () => {
+    const svc = await inProcessForTest();
+    // CONNECT is refused before the application; the others reach the router (405 on /product).
+    for (const method of METHODS.filter((name) => name !== 'CONNECT')) {
+      await rawExchange(svc.port, `${method} /product HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    }
+    const methods = new Set(samples(await svc.exposition(), 'http_server_request_duration_seconds_count').map(({ labels }) => labels.http_request_method));
+    expect([...methods].sort()).toEqual(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'QUERY', 'TRACE', '_OTHER']);
+    expect(requestCount(await svc.exposition(), '_OTHER', '/product', 405)).toBe(METHODS.length - 10);
   });
 
   it('exposes the POST /product series the alert rules divide by at 0 before the first request', async () => {

@@ -42,6 +42,8 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
     {
       ...(options.timeouts ?? SERVER_TIMEOUTS),
       maxHeaderSize: MAX_HEADER_SIZE,
+      // Wins over NODE_OPTIONS=--insecure-http-parser (reachable through the chart's extraNodeOptions): framing stays strict.
+      insecureHTTPParser: false,
       // Node would answer a missing Host with an empty 400; serve() answers it as a problem.
       requireHostHeader: false,
     },

@@ -20,6 +20,9 @@ const INITIAL_REQUEST_SERIES = [201, 500, 499].map((status) => ({ http_request_m
 
 const NO_EXEMPLAR = Object.freeze({});
 
+/** The HTTP semantic conventions' methods; any other of the 34 Node parses is `_OTHER`, as in the spans, so a client cannot add series. */
+const KNOWN_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'QUERY', 'TRACE']);
+
 export type Metrics = Readonly<ReturnType<typeof createMetrics>>;
 
 export interface MetricsOptions {
@@ -107,7 +110,7 @@ export function createMetrics(options: MetricsOptions) {
     receivedAt: (req: IncomingMessage): number | undefined => received.get(req),
     observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void {
       requestDuration.observe({
-        labels: { http_request_method: method, http_route: route, http_response_status_code: status },
+        labels: { http_request_method: KNOWN_METHODS.has(method) ? method : '_OTHER', http_route: route, http_response_status_code: status },
         value: seconds,
         // prom-client types exemplar labels as if they were the metric's own label names.
         exemplarLabels: (traceId === undefined ? NO_EXEMPLAR : { trace_id: traceId }) as LabelValues<string>,
