@@ -31,14 +31,20 @@ export type Env = Readonly<Record<string, string | undefined>>;
 export function parseConfig(env: Env) {
   const port = readInteger(env, 'PORT', 8080, 0, 65535);
   const metricsPort = readInteger(env, 'METRICS_PORT', 9464, 0, 65535);
+  // Unset: no probe listener (a process outside Kubernetes has no kubelet to starve).
+  const probePort = readVariable(env, 'PROBE_PORT') === undefined ? undefined : readInteger(env, 'PROBE_PORT', 0, 0, 65535);
   // Two listeners on one port would make the second fail at bind time with a less helpful error.
   if (port !== 0 && port === metricsPort) {
     throw new ConfigError('METRICS_PORT', String(metricsPort), 'must differ from PORT');
+  }
+  if (probePort !== undefined && probePort !== 0 && (probePort === port || probePort === metricsPort)) {
+    throw new ConfigError('PROBE_PORT', String(probePort), 'must differ from PORT and METRICS_PORT');
   }
   return {
     port,
     host: readHost(env),
     metricsPort,
+    probePort,
     logLevel: readLogLevel(env),
     bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
     maxConnections: readInteger(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 100_000),

@@ -5,6 +5,7 @@ import { ConfigError, parseConfig, type Config } from './config';
 import { createApp } from './http/app';
 import { warnOfFaults } from './http/faults';
 import { createMetricsServer } from './http/metrics-server';
+import { createProbeServer } from './http/probe-server';
 import { failureOf } from './http/middleware';
 import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
 import { createHttpServer, type ServerOptions } from './http/server';
@@ -33,17 +34,21 @@ export function createService(deps: ServiceDependencies) {
     deps.serverOptions,
   );
   const metricsServer = createMetricsServer(metrics, logger, deps.serverOptions);
-  const scrapeConnections = new WeakSet<Duplex>();
-  metricsServer.on('connection', (socket: Duplex) => scrapeConnections.add(socket));
+  const probeServer = config.probePort === undefined ? undefined : createProbeServer(logger, deps.serverOptions);
+  // Scrapes and probes get no span.
+  const sideConnections = new WeakSet<Duplex>();
+  for (const server of [metricsServer, probeServer]) server?.on('connection', (socket: Duplex) => sideConnections.add(socket));
   return {
     apiServer,
     metricsServer,
+    probeServer,
     async listen(): Promise<void> {
       await listen(apiServer, config.port, config.host);
       await listen(metricsServer, config.metricsPort, config.host);
+      if (probeServer !== undefined) await listen(probeServer, config.probePort ?? 0, config.host);
     },
     incomingRequests: {
-      untraced: (request) => scrapeConnections.has(request.socket) || isProbeRequest(router, request),
+      untraced: (request) => sideConnections.has(request.socket) || isProbeRequest(router, request),
       spanAttributes: createSpanAttributes({
         routed: (request) => isRoutedRequest(router, request),
         queryParams: config.traceQueryParams,
@@ -79,10 +84,10 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     exitAfterFlush(logger, 1);
     return;
   }
-  const { apiServer, metricsServer } = service;
+  const { apiServer, metricsServer, probeServer } = service;
   installGracefulShutdown({
     apiServer,
-    metricsServer,
+    sideServers: probeServer === undefined ? [metricsServer] : [metricsServer, probeServer],
     delayMs: config.shutdownDelayMs,
     timeoutMs: config.shutdownTimeoutMs,
     logger,
@@ -90,7 +95,14 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     exit: (code, flushWaitMs) => exitAfterFlush(logger, code, flushWaitMs),
   });
   logger.info(
-    { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: info.revision, node: process.version },
+    {
+      port: portOf(apiServer),
+      metrics_port: portOf(metricsServer),
+      probe_port: probeServer && portOf(probeServer),
+      host: config.host,
+      revision: info.revision,
+      node: process.version,
+    },
     'product-service listening',
   );
   warnOfFaults(logger, config);

@@ -158,10 +158,11 @@ export function commandArgs(podSpec: IPodSpec, containerName: string): string[] 
 }
 
 /** One HTTP probe as the kubelet sends it: GET with its User-Agent, the probe's timeout, redirects not followed, success on 200-399. */
-export async function probeOnce(probe: IProbe, baseUrl: string): Promise<{ ok: boolean; detail: string }> {
-  const path = must(probe.httpGet, 'httpGet probe').path ?? '/';
+/** `portUrls`: the base URL of each named container port, as the host reaches it. */
+export async function probeOnce(probe: IProbe, portUrls: Readonly<Record<string, string>>): Promise<{ ok: boolean; detail: string }> {
+  const { path = '/', port } = must(probe.httpGet, 'httpGet probe');
   try {
-    const res = await fetch(`${baseUrl}${path}`, {
+    const res = await fetch(`${must(portUrls[String(port)], `the probe's port ${String(port)}`)}${path}`, {
       headers: { 'User-Agent': 'kube-probe/1.34', Accept: '*/*' },
       redirect: 'manual',
       signal: AbortSignal.timeout((probe.timeoutSeconds ?? 1) * 1000),
@@ -174,12 +175,12 @@ export async function probeOnce(probe: IProbe, baseUrl: string): Promise<{ ok: b
 }
 
 /** Runs `probe` as the kubelet does: the seconds until successThreshold successes in a row, or throws at failureThreshold failures. */
-export async function probeUntil(name: string, probe: IProbe, baseUrl: string): Promise<number> {
+export async function probeUntil(name: string, probe: IProbe, portUrls: Readonly<Record<string, string>>): Promise<number> {
   const started = Date.now();
   let failures = 0;
   let successes = 0;
   for (;;) {
-    const result = await probeOnce(probe, baseUrl);
+    const result = await probeOnce(probe, portUrls);
     if (result.ok) {
       failures = 0;
       if (++successes >= (probe.successThreshold ?? 1)) return (Date.now() - started) / 1000;

@@ -375,6 +375,8 @@ SIGURG
   value: {{ .Values.containerPorts.http | quote }}
 - name: METRICS_PORT
   value: {{ .Values.containerPorts.metrics | quote }}
+- name: PROBE_PORT
+  value: {{ .Values.containerPorts.probe | quote }}
 - name: LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
 - name: MAX_CONNECTIONS
