@@ -366,7 +366,7 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
     const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
 
     it.each(['00', '01'] as const)(
-      "traceparent flags %s: the request is traced in a new trace (not the client's), with no parent and no tracestate, and its log line carries that trace",
+      "traceparent flags %s: the request is traced in a new trace (not the client's) sampled by the service's sampler, with no parent and no tracestate but a link to the client's span, and its log line carries that trace",
       async (flags) => {
         const { svc, collector } = shared;
         const { trace, userAgent } = await postWithClientContext(svc, flags);
@@ -374,6 +374,7 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
         expect(span.traceId).toMatch(/^[0-9a-f]{32}$/);
         expect(span.traceId).not.toBe(trace.traceId);
         expect(span).toMatchObject({ parentSpanId: '', traceState: '', name: 'POST /product' });
+        expect(span.links).toEqual([{ traceId: trace.traceId, spanId: trace.parentSpanId }]);
         expect(JSON.stringify(span.attributes)).not.toContain('forged');
         expect(await requestLogLine(svc, span.traceId)).toMatchObject({ span_id: span.spanId, trace_flags: '01' });
         expect(svc.logLines().filter((line) => JSON.stringify(line).includes(trace.traceId))).toEqual([]);
