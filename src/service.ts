@@ -11,7 +11,7 @@ import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies }
 import { createHttpServer, type ServerOptions } from './http/server';
 import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
 import { createMetrics, type Metrics } from './observability/metrics';
-import { createSpanAttributes, fromTrustedProxy } from './observability/span-attributes';
+import { createSpanAttributes, fromPeers } from './observability/span-attributes';
 import type { IncomingRequests, Telemetry } from './observability/telemetry';
 import { packageInfo, type ServiceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
@@ -54,7 +54,7 @@ export function createService(deps: ServiceDependencies) {
         queryParams: config.traceQueryParams,
         trustedProxies: config.trustedProxies,
       }),
-      traceContextTrusted: fromTrustedProxy(config.trustedProxies),
+      traceContextTrusted: fromPeers(config.traceContextFrom),
       failure: failureOf,
     } satisfies IncomingRequests,
   };
@@ -70,7 +70,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     processMetrics: true,
     spanPipeline: () => telemetry.readSpanPipeline(),
     faults: config,
-    trustedProxies: config.trustedProxies,
+    queueTime: config.queueTime,
   });
   const logger = createLogger({ level: config.logLevel, service: info, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
   exitOnUnexpectedFailure(logger);

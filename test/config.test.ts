@@ -25,6 +25,9 @@ const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unk
   ['CONFIG_REVISION', 'configRevision', 'unknown'],
   ['TRACE_QUERY_PARAMS', 'traceQueryParams', []],
   ['TRUSTED_PROXIES', 'trustedProxies', []],
+  ['TRACE_CONTEXT_FROM', 'traceContextFrom', []],
+  ['QUEUE_TIME_HEADER', 'queueTime', undefined],
+  ['QUEUE_TIME_FROM', 'queueTime', undefined],
   ['FAULT_ERROR_RATIO', 'faultErrorRatio', 0],
   ['FAULT_DELAY', 'faultDelayMs', 0],
 ];
@@ -57,6 +60,7 @@ const ACCEPTED: ReadonlyArray<[variable: string, value: string, expected: unknow
     ],
   ],
   ['TRUSTED_PROXIES', '0.0.0.0/1', [{ address: '0.0.0.0', prefix: 1, family: 'ipv4' }]],
+  ['TRACE_CONTEXT_FROM', '127.0.0.6/32', [{ address: '127.0.0.6', prefix: 32, family: 'ipv4' }]],
   ['TRUSTED_PROXIES', '::ffff:10.0.0.0/104', [{ address: '::ffff:10.0.0.0', prefix: 104, family: 'ipv6' }]],
   ['MAX_CONNECTIONS', '1', 1],
   ['MAX_CONNECTIONS', '100000', 100_000],
@@ -96,11 +100,17 @@ const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]>
   ['TRUSTED_PROXIES', '2', /expected IP addresses or CIDR ranges/],
   // A catch-all makes every client's X-Forwarded-For believed, as Node's BlockList matches it
   // (an IPv4 client is matched against IPv6 ranges through its IPv4-mapped address).
-  ['TRUSTED_PROXIES', '0.0.0.0/0', /0\.0\.0\.0\/0 trusts every client's X-Forwarded-For: name the proxies' own ranges/],
-  ['TRUSTED_PROXIES', '10.0.0.0/8,::/0', /::\/0 trusts every client's X-Forwarded-For/],
-  ['TRUSTED_PROXIES', '::ffff:0:0/96', /::ffff:0:0\/96 trusts every client's X-Forwarded-For/],
-  ['TRUSTED_PROXIES', '::ffff:0.0.0.0/96', /trusts every client's X-Forwarded-For/],
-  ['TRUSTED_PROXIES', '::/80', /trusts every client's X-Forwarded-For/],
+  ['TRUSTED_PROXIES', '0.0.0.0/0', /together these ranges trust every client: name the peers' own ranges/],
+  ['TRUSTED_PROXIES', '10.0.0.0/8,::/0', /together these ranges trust every client/],
+  ['TRUSTED_PROXIES', '::ffff:0:0/96', /together these ranges trust every client/],
+  ['TRUSTED_PROXIES', '::ffff:0.0.0.0/96', /together these ranges trust every client/],
+  ['TRUSTED_PROXIES', '::/80', /together these ranges trust every client/],
+  // Judged together: two halves trust everyone as a /0 does.
+  ['TRUSTED_PROXIES', '0.0.0.0/1,128.0.0.0/1', /together these ranges trust every client/],
+  ['TRACE_CONTEXT_FROM', '::/1,8000::/1', /together these ranges trust every client/],
+  ['QUEUE_TIME_FROM', '0.0.0.0/0', /together these ranges trust every client/],
+  ['QUEUE_TIME_HEADER', 'X-Request-Start', /needs QUEUE_TIME_FROM/],
+  ['QUEUE_TIME_HEADER', 'X Request Start', /expected a header name/],
   ['MAX_CONNECTIONS', '0', /expected a whole number from 1 to 100000/],
   ['MAX_CONNECTIONS', '100001', /expected a whole number from 1 to 100000/],
   ['MAX_CONNECTIONS', 'unlimited', /expected a whole number from 1 to 100000/],
@@ -156,6 +166,13 @@ describe('parseConfig', () => {
 
   it('treats an empty value as unset', () => {
     expect(parseConfig({ PORT: '', LOG_LEVEL: ' ', BUILD_REVISION: '' })).toMatchObject({ port: 8080, logLevel: 'info', buildRevision: 'unknown' });
+  });
+
+  it('reads QUEUE_TIME_HEADER (lower-cased, as Node keys headers) together with QUEUE_TIME_FROM', () => {
+    expect(parseConfig({ QUEUE_TIME_HEADER: 'X-Request-Start', QUEUE_TIME_FROM: '10.0.0.0/8' }).queueTime).toEqual({
+      header: 'x-request-start',
+      from: [{ address: '10.0.0.0', prefix: 8, family: 'ipv4' }],
+    });
   });
 
   it('rejects METRICS_PORT equal to PORT', () => {

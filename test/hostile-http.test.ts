@@ -56,7 +56,7 @@ describe('a client that leaves in the middle of its body', () => {
   it('is recorded as 499 in the histogram, the info request line and the server span; nothing is written to it, no id is issued, nothing is logged as an error', async () => {
     const collector = await startOtlpReceiver('ok');
     onTestFinished(() => collector.close());
-    const svc = await serviceForTest({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', TRUSTED_PROXIES: '127.0.0.1' }); // the traceparent it sends is believed
+    const svc = await serviceForTest({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', TRACE_CONTEXT_FROM: '127.0.0.1' }); // the traceparent it sends is believed
     const leaving: Array<[string, (socket: Socket) => void]> = [
       ['closes its side (FIN)', (socket) => socket.end()],
       ['resets the connection (RST)', (socket) => socket.resetAndDestroy()],

@@ -31,7 +31,7 @@ const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '200' } as const;
  * The test client connects from 127.0.0.1, trusted as a proxy by the services below unless a test
  * says otherwise, so that the trace context it sends is believed ("whose trace context is believed").
  */
-const TRUSTED_CLIENT = { TRUSTED_PROXIES: '127.0.0.1' } as const;
+const TRUSTED_CLIENT = { TRACE_CONTEXT_FROM: '127.0.0.1' } as const;
 
 interface TraceContext {
   traceId: string;
@@ -348,7 +348,7 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
   });
 });
 
-describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
+describe('whose trace context is believed (TRACE_CONTEXT_FROM)', () => {
   async function postWithClientContext(svc: ServiceProcess, flags: '00' | '01'): Promise<{ trace: TraceContext; userAgent: string }> {
     const trace = newTraceContext();
     const userAgent = `trust-test/${randomBytes(6).toString('hex')}`;
@@ -362,8 +362,8 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
     return { trace, userAgent };
   }
 
-  describe('a client that is not a trusted proxy (TRUSTED_PROXIES unset, the default)', () => {
-    const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
+  describe('a caller outside TRACE_CONTEXT_FROM (unset, the default), even a proxy TRUSTED_PROXIES names', () => {
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '127.0.0.1' });
 
     it.each(['00', '01'] as const)(
       "traceparent flags %s: the request is traced in a new trace (not the client's) sampled by the service's sampler, with no parent and no tracestate but a link to the client's span, and its log line carries that trace",
@@ -382,7 +382,7 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
     );
   });
 
-  describe('a trusted proxy (TRUSTED_PROXIES=127.0.0.1; flags 01: see "OTLP export")', () => {
+  describe('a caller TRACE_CONTEXT_FROM names (127.0.0.1; flags 01: see "OTLP export")', () => {
     const shared = sharedExportingService(TRUSTED_CLIENT);
 
     it('traceparent flags 00: the default parent-based sampler follows its decision, no span', async () => {

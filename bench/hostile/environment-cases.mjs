@@ -153,7 +153,7 @@ export async function forcedSampling(ctx) {
     ctx.onCleanup(() => sink.close());
     const svc = await ctx.start(`sampling-${sampler}${trusted === '' ? '' : '-trusted'}`, {
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
-      TRUSTED_PROXIES: trusted,
+      TRACE_CONTEXT_FROM: trusted,
       OTEL_TRACES_SAMPLER: sampler,
       OTEL_TRACES_SAMPLER_ARG: '0.01',
     });

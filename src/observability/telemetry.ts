@@ -26,7 +26,7 @@ export interface IncomingRequests {
   untraced(request: IncomingMessage): boolean;
   /** Attributes of the server span that replace instrumentation-http's own (span-attributes.ts). */
   spanAttributes(request: IncomingMessage): Attributes;
-  /** Whether the request's trace headers are believed: it came from a proxy in TRUSTED_PROXIES. */
+  /** Whether the request's trace headers are believed: it came from a peer in TRACE_CONTEXT_FROM. */
   traceContextTrusted(request: IncomingMessage): boolean;
   /** Why the service failed to answer (the status message of a 500's span), if it did (http/middleware.ts). */
   failure(response: ServerResponse): string | undefined;

@@ -21,7 +21,15 @@ function variablesConfigReads(): string[] {
 }
 
 /** The values whose variables the chart renders only when they are set (the value sets leave them unset). */
-const OPTIONAL_VALUES = set('traceQueryParams={page}', 'trustedProxies={10.0.0.0/8}', 'faults.errorRatio=0', 'faults.delaySeconds=0');
+const OPTIONAL_VALUES = set(
+  'traceQueryParams={page}',
+  'trustedProxies={10.0.0.0/8}',
+  'traceContextFrom={127.0.0.6/32}',
+  'queueTimeHeader=X-Request-Start',
+  'queueTimeFrom={10.0.0.0/8}',
+  'faults.errorRatio=0',
+  'faults.delaySeconds=0',
+);
 
 describe('the configuration in the chart', () => {
   it('sets every variable config.ts reads, or its README says how to set it', () => {

@@ -19,7 +19,7 @@ export const IMAGE = process.env.PRODUCT_SERVICE_IMAGE ?? 'product-service:test'
 export const IMAGE_VALUES = set('image.repository=product-service', 'image.tag=test', 'image.pullPolicy=Never');
 export const RELEASE = 'products';
 export const NAMESPACE = 'shop';
-/** Docker's private networks, which the test's requests come from: trusted as an ingress would be, so their traceparent is believed. */
+/** Docker's private networks, which the test's requests come from: named in traceContextFrom, their traceparent is believed. */
 export const DOCKER_NETWORKS = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8'];
 /** Spans leave every 200 ms instead of every second. */
 export const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };

@@ -172,12 +172,12 @@ describe('the rendered Deployment, run as a container', () => {
   }, 60_000);
 });
 
-describe('the rendered Deployment with otel.endpoint, traceQueryParams and trustedProxies set', () => {
+describe('the rendered Deployment with otel.endpoint, traceQueryParams, trustedProxies and traceContextFrom set', () => {
   it('exports the server span of a traced request with the resource the chart sets (service.name, k8s.*), the query and client address those values allow, and logs its trace_id', async () => {
     const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
     try {
       const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
-      const traced = deploymentWith({ otel: { endpoint }, traceQueryParams: ['page'], trustedProxies: DOCKER_NETWORKS });
+      const traced = deploymentWith({ otel: { endpoint }, traceQueryParams: ['page'], trustedProxies: DOCKER_NETWORKS, traceContextFrom: DOCKER_NETWORKS });
       const main = mainContainer(traced);
       const pod = { podName: `${deploymentName}-7c9d8f6b5-t7r2m`, nodeName: 'node-b' };
       // HOST_NAME resolves to the Docker host, as cluster DNS would resolve a collector's Service name.

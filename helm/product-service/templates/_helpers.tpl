@@ -393,6 +393,18 @@ SIGURG
 - name: TRUSTED_PROXIES
   value: {{ join "," . | quote }}
 {{- end }}
+{{- with .Values.traceContextFrom }}
+- name: TRACE_CONTEXT_FROM
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.queueTimeHeader }}
+- name: QUEUE_TIME_HEADER
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.queueTimeFrom }}
+- name: QUEUE_TIME_FROM
+  value: {{ join "," . | quote }}
+{{- end }}
 - name: NODE_OPTIONS
   value: {{ include "product-service.nodeOptions" . | quote }}
 {{- /* Downward API, for the OpenTelemetry resource (k8s.* semantic conventions). */}}
