@@ -57,6 +57,7 @@ export function parseConfig(env: Env) {
     trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
     traceContextFrom: readAddressRanges(env, 'TRACE_CONTEXT_FROM'),
     queueTime: readQueueTime(env),
+    trustWarnings: publicRangesIn(env, ['TRUSTED_PROXIES', 'TRACE_CONTEXT_FROM', 'QUEUE_TIME_FROM']),
     faultErrorRatio: readDecimal(env, 'FAULT_ERROR_RATIO', 0, 1, 'a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)'),
     faultDelayMs: readDecimal(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
   };
@@ -146,6 +147,27 @@ function readAddressRanges(env: Env, name: string): readonly AddressRange[] {
     throw new ConfigError(name, readVariable(env, name) ?? '', "together these ranges trust every client: name the peers' own ranges, e.g. 10.0.0.0/8");
   }
   return ranges;
+}
+
+/** Where proxies, sidecars and pods live: private, loopback, link-local, shared (CGNAT) and unique-local ranges. */
+const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8', '169.254.0.0/16', '100.64.0.0/10', 'fc00::/7', 'fe80::/10', '::1/128'];
+
+/** A public range is allowed (a CDN's), but said at start: anyone there is believed. */
+function publicRangesIn(env: Env, names: readonly string[]): string[] {
+  const list = new BlockList();
+  for (const range of PRIVATE_RANGES) {
+    const [address = '', prefix] = range.split('/');
+    list.addSubnet(address, Number(prefix), isIP(address) === 6 ? 'ipv6' : 'ipv4');
+  }
+  return names.flatMap((name) =>
+    readAddressRanges(env, name)
+      .filter(({ address, prefix, family }) => {
+        const hostBits = BigInt((family === 'ipv4' ? 32 : 128) - prefix);
+        const first = (toBigInt(address, family) >> hostBits) << hostBits;
+        return ![first, first + (1n << hostBits) - 1n].every((n) => list.check(fromBigInt(n, family), family));
+      })
+      .map(({ address, prefix }) => `${name} names a public range, ${address}/${prefix}: every host there is believed`),
+  );
 }
 
 function readQueueTime(env: Env): { header: string; from: readonly AddressRange[] } | undefined {

@@ -106,6 +106,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     'product-service listening',
   );
   warnOfFaults(logger, config);
+  for (const warning of config.trustWarnings) logger.warn(warning);
 }
 
 function readConfigOrExit(): Config {

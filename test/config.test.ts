@@ -175,6 +175,14 @@ describe('parseConfig', () => {
     });
   });
 
+  it('warns of public ranges in any trust list, private ones not', () => {
+    expect(parseConfig({ TRUSTED_PROXIES: '10.0.0.0/8,203.0.113.0/24', TRACE_CONTEXT_FROM: '127.0.0.6,fd00::/8,2001:db8::/32' }).trustWarnings).toEqual([
+      'TRUSTED_PROXIES names a public range, 203.0.113.0/24: every host there is believed',
+      'TRACE_CONTEXT_FROM names a public range, 2001:db8::/32: every host there is believed',
+    ]);
+    expect(parseConfig({ TRUSTED_PROXIES: '10.0.0.0/7' }).trustWarnings).toHaveLength(1);
+  });
+
   it('rejects METRICS_PORT equal to PORT', () => {
     expect(() => parseConfig({ PORT: '9000', METRICS_PORT: '9000' })).toThrow(/METRICS_PORT="9000": must differ from PORT/);
   });
@@ -211,9 +219,10 @@ describe('the entry point with a bad variable', () => {
     expect(JSON.stringify(fatal)).toContain('EADDRINUSE');
   });
 
-  it('BUILD_REVISION and CONFIG_REVISION reach the build-info metric (the revision the start-up line too)', async () => {
-    const svc = await serviceForTest({ BUILD_REVISION: 'abc1234', CONFIG_REVISION: '0f1e2d3c4b5a' });
+  it('BUILD_REVISION and CONFIG_REVISION reach the build-info metric (the revision the start-up line too); a public trusted range is warned of', async () => {
+    const svc = await serviceForTest({ BUILD_REVISION: 'abc1234', CONFIG_REVISION: '0f1e2d3c4b5a', TRUSTED_PROXIES: '203.0.113.0/24' });
     expect(await svc.waitForLog((line) => line.msg === 'product-service listening')).toMatchObject({ revision: 'abc1234' });
+    expect(await svc.waitForLog((line) => String(line.msg).startsWith('TRUSTED_PROXIES names a public range'))).toMatchObject({ level: 'warn' });
     const metrics = await (await fetch(svc.metricsUrl)).text();
     expect(metrics).toMatch(/^product_service_build_info\{[^}]*revision="abc1234"/m);
     expect(metrics).toMatch(/^product_service_build_info\{[^}]*config="0f1e2d3c4b5a"/m);

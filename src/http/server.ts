@@ -56,7 +56,7 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
     deps.metrics?.requestReceived(req);
     // Requests Node still parses from a connection that is closing cannot be answered: not served.
     if (!canAnswerOn(req.socket)) return;
-    if (!connections.admit(req)) return;
+    if (!connections.admit(res)) return;
     const target = requestTarget(req);
     const refusal = 'refused' in target ? { status: 400, detail: target.refused } : framingProblem(req);
     if (refusal !== undefined) return connections.refuse(res, refusal);
