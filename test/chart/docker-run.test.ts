@@ -141,12 +141,10 @@ describe('the rendered Deployment, run as a container', () => {
         held.push(...batch);
       }
       await new Promise((resolve) => setTimeout(resolve, 1000));
-      const probes = async () =>
-        Object.fromEntries(
-          await Promise.all(
-            (['livenessProbe', 'readinessProbe'] as const).map(async (name) => [name, (await probeOnce(must(container[name], name), server.portUrls)).ok]),
-          ),
-        );
+      const probes = async (): Promise<Record<string, boolean>> => ({
+        livenessProbe: (await probeOnce(must(container.livenessProbe, 'livenessProbe'), server.portUrls)).ok,
+        readinessProbe: (await probeOnce(must(container.readinessProbe, 'readinessProbe'), server.portUrls)).ok,
+      });
       expect(await probes()).toEqual({ livenessProbe: true, readinessProbe: false });
       for (const socket of held) socket.destroy();
       await vi.waitFor(async () => expect(await probes()).toEqual({ livenessProbe: true, readinessProbe: true }), { timeout: 10_000, interval: 500 });
