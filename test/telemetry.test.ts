@@ -363,7 +363,7 @@ describe('whose trace context is believed (TRACE_CONTEXT_FROM)', () => {
   }
 
   describe('a caller outside TRACE_CONTEXT_FROM (unset, the default), even a proxy TRUSTED_PROXIES names', () => {
-    const shared = sharedExportingService({ TRUSTED_PROXIES: '127.0.0.1' });
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '127.0.0.1', TRACE_CONTEXT_FROM: '' });
 
     it.each(['00', '01'] as const)(
       "traceparent flags %s: the request is traced in a new trace (not the client's) sampled by the service's sampler, with no parent and no tracestate but a link to the client's span, and its log line carries that trace",
@@ -458,7 +458,7 @@ describe('what a span records of a hostile request', () => {
   const everythingIn = (span: ReceivedSpan): string => JSON.stringify([span.name, span.attributes, span.resource]);
 
   describe('with the defaults', () => {
-    const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '', TRACE_CONTEXT_FROM: '' });
 
     it('the query string is REDACTED, names and values; client.address and server.address come from the socket, not from Host, Forwarded or X-Forwarded-*', async () => {
       const { svc } = shared;
