@@ -98,17 +98,20 @@ const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]>
   ['TRUSTED_PROXIES', '10.0.0.0/', /expected IP addresses or CIDR ranges/],
   ['TRUSTED_PROXIES', '10.0.0.0/8,', /expected IP addresses or CIDR ranges/],
   ['TRUSTED_PROXIES', '2', /expected IP addresses or CIDR ranges/],
-  // A catch-all makes every client's X-Forwarded-For believed, as Node's BlockList matches it
-  // (an IPv4 client is matched against IPv6 ranges through its IPv4-mapped address).
-  ['TRUSTED_PROXIES', '0.0.0.0/0', /together these ranges trust every client: name the peers' own ranges/],
-  ['TRUSTED_PROXIES', '10.0.0.0/8,::/0', /together these ranges trust every client/],
-  ['TRUSTED_PROXIES', '::ffff:0:0/96', /together these ranges trust every client/],
-  ['TRUSTED_PROXIES', '::ffff:0.0.0.0/96', /together these ranges trust every client/],
-  ['TRUSTED_PROXIES', '::/80', /together these ranges trust every client/],
-  // Judged together: two halves trust everyone as a /0 does.
-  ['TRUSTED_PROXIES', '0.0.0.0/1,128.0.0.0/1', /together these ranges trust every client/],
-  ['TRACE_CONTEXT_FROM', '::/1,8000::/1', /together these ranges trust every client/],
-  ['QUEUE_TIME_FROM', '0.0.0.0/0', /together these ranges trust every client/],
+  // Ranges that together trust everyone, as Node's BlockList matches them (an IPv4 client also
+  // against IPv6 ranges, through its IPv4-mapped address): a catch-all, or halves that add up to one.
+  ...(
+    [
+      ['TRUSTED_PROXIES', '0.0.0.0/0'],
+      ['TRUSTED_PROXIES', '10.0.0.0/8,::/0'],
+      ['TRUSTED_PROXIES', '::ffff:0:0/96'],
+      ['TRUSTED_PROXIES', '::ffff:0.0.0.0/96'],
+      ['TRUSTED_PROXIES', '::/80'],
+      ['TRUSTED_PROXIES', '0.0.0.0/1,128.0.0.0/1'],
+      ['TRACE_CONTEXT_FROM', '::/1,8000::/1'],
+      ['QUEUE_TIME_FROM', '0.0.0.0/0'],
+    ] as const
+  ).map(([variable, value]): [string, string, RegExp] => [variable, value, /together these ranges trust every client: name the peers' own ranges/]),
   ['QUEUE_TIME_HEADER', 'X-Request-Start', /needs QUEUE_TIME_FROM/],
   ['QUEUE_TIME_HEADER', 'X Request Start', /expected a header name/],
   ['MAX_CONNECTIONS', '0', /expected a whole number from 1 to 100000/],
