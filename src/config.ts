@@ -180,8 +180,9 @@ function readQueueTime(env: Env): { header: string; from: readonly AddressRange[
 }
 
 /**
- * As BlockList judges addresses (an IPv4 client also against IPv6 ranges, through its IPv4-mapped
- * address): the union's first uncovered address, if any, is the lowest one or just past a range.
+ * By hand since BlockList answers per address and no dependency here merges ranges; judged as
+ * BlockList matches (an IPv4 client also against IPv6 ranges, through its IPv4-mapped address):
+ * the union's first uncovered address, if any, is the lowest one or the one just past a range.
  */
 function trustsEveryone(ranges: readonly AddressRange[]): boolean {
   if (ranges.length === 0) return false;
