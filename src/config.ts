@@ -31,14 +31,20 @@ export type Env = Readonly<Record<string, string | undefined>>;
 export function parseConfig(env: Env) {
   const port = readInteger(env, 'PORT', 8080, 0, 65535);
   const metricsPort = readInteger(env, 'METRICS_PORT', 9464, 0, 65535);
+  // Unset: no probe listener (a process outside Kubernetes has no kubelet to starve).
+  const probePort = readVariable(env, 'PROBE_PORT') === undefined ? undefined : readInteger(env, 'PROBE_PORT', 0, 0, 65535);
   // Two listeners on one port would make the second fail at bind time with a less helpful error.
   if (port !== 0 && port === metricsPort) {
     throw new ConfigError('METRICS_PORT', String(metricsPort), 'must differ from PORT');
+  }
+  if (probePort !== undefined && probePort !== 0 && (probePort === port || probePort === metricsPort)) {
+    throw new ConfigError('PROBE_PORT', String(probePort), 'must differ from PORT and METRICS_PORT');
   }
   return {
     port,
     host: readHost(env),
     metricsPort,
+    probePort,
     logLevel: readLogLevel(env),
     bodyLimit: readByteSize(env, 'BODY_LIMIT', '1mb'),
     maxConnections: readInteger(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 100_000),
@@ -47,7 +53,11 @@ export function parseConfig(env: Env) {
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
     configRevision: readVariable(env, 'CONFIG_REVISION') ?? 'unknown',
     traceQueryParams: readQueryParams(env, 'TRACE_QUERY_PARAMS'),
+    // One list per trust: a proxy that sets X-Forwarded-For may pass a client's traceparent or queue header through untouched.
     trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
+    traceContextFrom: readAddressRanges(env, 'TRACE_CONTEXT_FROM'),
+    queueTime: readQueueTime(env),
+    trustWarnings: publicRangesIn(env, ['TRUSTED_PROXIES', 'TRACE_CONTEXT_FROM', 'QUEUE_TIME_FROM']),
     faultErrorRatio: readDecimal(env, 'FAULT_ERROR_RATIO', 0, 1, 'a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)'),
     faultDelayMs: readDecimal(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
   };
@@ -124,29 +134,95 @@ function readQueryParams(env: Env, name: string): readonly string[] {
 }
 
 function readAddressRanges(env: Env, name: string): readonly AddressRange[] {
-  return readList(env, name).map((entry) => {
+  const ranges = readList(env, name).map((entry) => {
     const [address = '', prefix, ...rest] = entry.split('/');
     const version = isIP(address);
     const bits = version === 6 ? 128 : 32;
     if (version === 0 || rest.length > 0 || (prefix !== undefined && (!/^\d{1,3}$/.test(prefix) || Number(prefix) > bits))) {
       throw new ConfigError(name, readVariable(env, name) ?? '', 'expected IP addresses or CIDR ranges separated by commas, e.g. 10.0.0.0/8,fd00::/8');
     }
-    const range: AddressRange = { address, prefix: prefix === undefined ? bits : Number(prefix), family: version === 6 ? 'ipv6' : 'ipv4' };
-    if (trustsEveryone(range)) {
-      throw new ConfigError(
-        name,
-        readVariable(env, name) ?? '',
-        `${entry} trusts every client's X-Forwarded-For: name the proxies' own ranges, e.g. 10.0.0.0/8`,
-      );
-    }
-    return range;
+    return { address, prefix: prefix === undefined ? bits : Number(prefix), family: version === 6 ? 'ipv6' : 'ipv4' } as const;
   });
+  if (trustsEveryone(ranges)) {
+    throw new ConfigError(name, readVariable(env, name) ?? '', "together these ranges trust every client: name the peers' own ranges, e.g. 10.0.0.0/8");
+  }
+  return ranges;
 }
 
-/** As BlockList sees it: a /0, or an IPv6 range holding the IPv4-mapped ones (::ffff:0:0/96). */
-function trustsEveryone({ address, prefix, family }: AddressRange): boolean {
+/** Where proxies, sidecars and pods live: private, loopback, link-local, shared (CGNAT) and unique-local ranges. */
+const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8', '169.254.0.0/16', '100.64.0.0/10', 'fc00::/7', 'fe80::/10', '::1/128'];
+
+/** A public range is allowed (a CDN's), but said at start: anyone there is believed. */
+function publicRangesIn(env: Env, names: readonly string[]): string[] {
   const list = new BlockList();
-  list.addSubnet(address, prefix, family);
-  const holds = (first: string, last: string, of: 'ipv4' | 'ipv6'): boolean => list.check(first, of) && list.check(last, of);
-  return holds('0.0.0.0', '255.255.255.255', 'ipv4') || holds('::', 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'ipv6');
+  for (const range of PRIVATE_RANGES) {
+    const [address = '', prefix] = range.split('/');
+    list.addSubnet(address, Number(prefix), isIP(address) === 6 ? 'ipv6' : 'ipv4');
+  }
+  return names.flatMap((name) =>
+    readAddressRanges(env, name)
+      .filter(({ address, prefix, family }) => {
+        const hostBits = BigInt((family === 'ipv4' ? 32 : 128) - prefix);
+        const first = (toBigInt(address, family) >> hostBits) << hostBits;
+        return ![first, first + (1n << hostBits) - 1n].every((n) => list.check(fromBigInt(n, family), family));
+      })
+      .map(({ address, prefix }) => `${name} names a public range, ${address}/${prefix}: every host there is believed`),
+  );
+}
+
+function readQueueTime(env: Env): { header: string; from: readonly AddressRange[] } | undefined {
+  const header = readVariable(env, 'QUEUE_TIME_HEADER');
+  const from = readAddressRanges(env, 'QUEUE_TIME_FROM');
+  if (header === undefined) return undefined;
+  if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(header)) throw new ConfigError('QUEUE_TIME_HEADER', header, 'expected a header name, e.g. X-Request-Start');
+  if (from.length === 0) throw new ConfigError('QUEUE_TIME_HEADER', header, 'needs QUEUE_TIME_FROM, the ranges of the proxies that set it');
+  return { header: header.toLowerCase(), from };
+}
+
+/**
+ * By hand since BlockList answers per address and no dependency here merges ranges; judged as
+ * BlockList matches (an IPv4 client also against IPv6 ranges, through its IPv4-mapped address):
+ * the union's first uncovered address, if any, is the lowest one or the one just past a range.
+ */
+function trustsEveryone(ranges: readonly AddressRange[]): boolean {
+  if (ranges.length === 0) return false;
+  const list = new BlockList();
+  for (const { address, prefix, family } of ranges) list.addSubnet(address, prefix, family);
+  const mapped = 0xffff00000000n;
+  const candidates = { ipv4: new Set([0n]), ipv6: new Set([0n]) };
+  for (const { address, prefix, family } of ranges) {
+    const bits = family === 'ipv4' ? 32 : 128;
+    const next = ((toBigInt(address, family) >> BigInt(bits - prefix)) + 1n) << BigInt(bits - prefix);
+    if (family === 'ipv4' || (next >= mapped && next < mapped + 2n ** 32n)) candidates.ipv4.add(family === 'ipv4' ? next : next - mapped);
+    candidates.ipv6.add(family === 'ipv6' ? next : next + mapped);
+  }
+  const covers = (family: 'ipv4' | 'ipv6'): boolean =>
+    [...candidates[family]].every((n) => n >= 2n ** (family === 'ipv4' ? 32n : 128n) || list.check(fromBigInt(n, family), family));
+  return covers('ipv4') || covers('ipv6');
+}
+
+function toBigInt(address: string, family: 'ipv4' | 'ipv6'): bigint {
+  if (family === 'ipv4') return address.split('.').reduce((n, part) => (n << 8n) + BigInt(part), 0n);
+  // An embedded IPv4 tail (::ffff:10.0.0.1) becomes two groups; '::' stands for the missing zero groups.
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(address)?.[1];
+  const hex =
+    v4 === undefined
+      ? address
+      : address.replace(
+          v4,
+          toBigInt(v4, 'ipv4')
+            .toString(16)
+            .padStart(8, '0')
+            .replace(/^(.{4})/, '$1:'),
+        );
+  const [head = '', tail] = hex.split('::');
+  const groups = (part: string): string[] => (part === '' ? [] : part.split(':'));
+  const all = tail === undefined ? groups(head) : [...groups(head), ...Array<string>(8 - groups(head).length - groups(tail).length).fill('0'), ...groups(tail)];
+  return all.reduce((n, group) => (n << 16n) + BigInt(`0x${group}`), 0n);
+}
+
+function fromBigInt(n: bigint, family: 'ipv4' | 'ipv6'): string {
+  const [count, bits, base] = family === 'ipv4' ? [4, 8n, 10] : [8, 16n, 16];
+  const parts = Array.from({ length: count }, (_, i) => ((n >> (bits * BigInt(count - 1 - i))) & ((1n << bits) - 1n)).toString(base));
+  return parts.join(family === 'ipv4' ? '.' : ':');
 }

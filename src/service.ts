@@ -5,12 +5,13 @@ import { ConfigError, parseConfig, type Config } from './config';
 import { createApp } from './http/app';
 import { warnOfFaults } from './http/faults';
 import { createMetricsServer } from './http/metrics-server';
+import { createProbeServer } from './http/probe-server';
 import { failureOf } from './http/middleware';
 import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
 import { createHttpServer, type ServerOptions } from './http/server';
 import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
 import { createMetrics, type Metrics } from './observability/metrics';
-import { createSpanAttributes, fromTrustedProxy } from './observability/span-attributes';
+import { createSpanAttributes, fromPeers } from './observability/span-attributes';
 import type { IncomingRequests, Telemetry } from './observability/telemetry';
 import { packageInfo, type ServiceInfo } from './service-info';
 import { installGracefulShutdown } from './shutdown';
@@ -33,23 +34,27 @@ export function createService(deps: ServiceDependencies) {
     deps.serverOptions,
   );
   const metricsServer = createMetricsServer(metrics, logger, deps.serverOptions);
-  const scrapeConnections = new WeakSet<Duplex>();
-  metricsServer.on('connection', (socket: Duplex) => scrapeConnections.add(socket));
+  const probeServer = config.probePort === undefined ? undefined : createProbeServer(logger, deps.serverOptions);
+  // Scrapes and probes get no span.
+  const sideConnections = new WeakSet<Duplex>();
+  for (const server of [metricsServer, probeServer]) server?.on('connection', (socket: Duplex) => sideConnections.add(socket));
   return {
     apiServer,
     metricsServer,
+    probeServer,
     async listen(): Promise<void> {
       await listen(apiServer, config.port, config.host);
       await listen(metricsServer, config.metricsPort, config.host);
+      if (probeServer !== undefined) await listen(probeServer, config.probePort ?? 0, config.host);
     },
     incomingRequests: {
-      untraced: (request) => scrapeConnections.has(request.socket) || isProbeRequest(router, request),
+      untraced: (request) => sideConnections.has(request.socket) || isProbeRequest(router, request),
       spanAttributes: createSpanAttributes({
         routed: (request) => isRoutedRequest(router, request),
         queryParams: config.traceQueryParams,
         trustedProxies: config.trustedProxies,
       }),
-      traceContextTrusted: fromTrustedProxy(config.trustedProxies),
+      traceContextTrusted: fromPeers(config.traceContextFrom),
       failure: failureOf,
     } satisfies IncomingRequests,
   };
@@ -65,7 +70,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     processMetrics: true,
     spanPipeline: () => telemetry.readSpanPipeline(),
     faults: config,
-    trustedProxies: config.trustedProxies,
+    queueTime: config.queueTime,
   });
   const logger = createLogger({ level: config.logLevel, service: info, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
   exitOnUnexpectedFailure(logger);
@@ -79,10 +84,10 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     exitAfterFlush(logger, 1);
     return;
   }
-  const { apiServer, metricsServer } = service;
+  const { apiServer, metricsServer, probeServer } = service;
   installGracefulShutdown({
     apiServer,
-    metricsServer,
+    sideServers: probeServer === undefined ? [metricsServer] : [metricsServer, probeServer],
     delayMs: config.shutdownDelayMs,
     timeoutMs: config.shutdownTimeoutMs,
     logger,
@@ -90,10 +95,18 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     exit: (code, flushWaitMs) => exitAfterFlush(logger, code, flushWaitMs),
   });
   logger.info(
-    { port: portOf(apiServer), metrics_port: portOf(metricsServer), host: config.host, revision: info.revision, node: process.version },
+    {
+      port: portOf(apiServer),
+      metrics_port: portOf(metricsServer),
+      probe_port: probeServer && portOf(probeServer),
+      host: config.host,
+      revision: info.revision,
+      node: process.version,
+    },
     'product-service listening',
   );
   warnOfFaults(logger, config);
+  for (const warning of config.trustWarnings) logger.warn(warning);
 }
 
 function readConfigOrExit(): Config {

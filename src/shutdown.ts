@@ -4,8 +4,8 @@ import type { Logger } from './observability/logger';
 
 export interface ShutdownOptions {
   apiServer: Server;
-  /** The metrics server: kept answering until the API is drained, so the last scrape still works. */
-  metricsServer: Server;
+  /** The metrics and probe servers: kept answering until the API is drained, so the last scrape works and liveness holds. */
+  sideServers: readonly Server[];
   /** Serving on after the signal lets endpoint removal reach every balancer. */
   delayMs: number;
   timeoutMs: number;
@@ -47,7 +47,7 @@ export function installGracefulShutdown(options: ShutdownOptions): void {
 }
 
 async function gracefulShutdown(signal: NodeJS.Signals, options: ShutdownOptions): Promise<void> {
-  const { apiServer, metricsServer, logger } = options;
+  const { apiServer, sideServers, logger } = options;
   logger.info(
     { signal, delay_s: options.delayMs / 1000, timeout_s: options.timeoutMs / 1000 },
     'shutdown started: serving with Connection: close until the delay ends',
@@ -79,8 +79,10 @@ async function gracefulShutdown(signal: NodeJS.Signals, options: ShutdownOptions
   ]);
   if (!flushed) logger.warn({ budget_ms: flushBudgetMs }, 'shutdown: telemetry flush did not finish in time');
 
-  metricsServer.close();
-  metricsServer.closeAllConnections();
+  for (const server of sideServers) {
+    server.close();
+    server.closeAllConnections();
+  }
   logger.info('shutdown complete');
 }
 

@@ -15,6 +15,7 @@ const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unk
   ['PORT', 'port', 8080],
   ['HOST', 'host', '0.0.0.0'],
   ['METRICS_PORT', 'metricsPort', 9464],
+  ['PROBE_PORT', 'probePort', undefined],
   ['LOG_LEVEL', 'logLevel', 'info'],
   ['BODY_LIMIT', 'bodyLimit', 1024 * 1024],
   ['MAX_CONNECTIONS', 'maxConnections', 2048],
@@ -24,6 +25,9 @@ const DEFAULTS: ReadonlyArray<[variable: string, field: keyof Config, value: unk
   ['CONFIG_REVISION', 'configRevision', 'unknown'],
   ['TRACE_QUERY_PARAMS', 'traceQueryParams', []],
   ['TRUSTED_PROXIES', 'trustedProxies', []],
+  ['TRACE_CONTEXT_FROM', 'traceContextFrom', []],
+  ['QUEUE_TIME_HEADER', 'queueTime', undefined],
+  ['QUEUE_TIME_FROM', 'queueTime', undefined],
   ['FAULT_ERROR_RATIO', 'faultErrorRatio', 0],
   ['FAULT_DELAY', 'faultDelayMs', 0],
 ];
@@ -33,6 +37,7 @@ const ACCEPTED: ReadonlyArray<[variable: string, value: string, expected: unknow
   ['PORT', '0', 0],
   ['HOST', '::', '::'],
   ['METRICS_PORT', '9100', 9100],
+  ['PROBE_PORT', '8081', 8081],
   ['LOG_LEVEL', 'DEBUG', 'debug'],
   ['LOG_LEVEL', 'silent', 'silent'],
   ['BODY_LIMIT', '2048', 2048],
@@ -55,6 +60,7 @@ const ACCEPTED: ReadonlyArray<[variable: string, value: string, expected: unknow
     ],
   ],
   ['TRUSTED_PROXIES', '0.0.0.0/1', [{ address: '0.0.0.0', prefix: 1, family: 'ipv4' }]],
+  ['TRACE_CONTEXT_FROM', '127.0.0.6/32', [{ address: '127.0.0.6', prefix: 32, family: 'ipv4' }]],
   ['TRUSTED_PROXIES', '::ffff:10.0.0.0/104', [{ address: '::ffff:10.0.0.0', prefix: 104, family: 'ipv6' }]],
   ['MAX_CONNECTIONS', '1', 1],
   ['MAX_CONNECTIONS', '100000', 100_000],
@@ -70,6 +76,8 @@ const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]>
   ['PORT', '-1', /expected a whole number/],
   ['PORT', '80.5', /expected a whole number/],
   ['METRICS_PORT', 'x', /expected a whole number/],
+  ['PROBE_PORT', '8080', /must differ from PORT and METRICS_PORT/],
+  ['PROBE_PORT', '9464', /must differ from PORT and METRICS_PORT/],
   ['BODY_LIMIT', '-1', /expected a positive whole number of bytes, or a size with a unit/],
   ['BODY_LIMIT', '1.5', /expected a positive whole number of bytes/],
   ['BODY_LIMIT', '0.3kb', /expected a positive whole number of bytes/],
@@ -90,13 +98,22 @@ const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]>
   ['TRUSTED_PROXIES', '10.0.0.0/', /expected IP addresses or CIDR ranges/],
   ['TRUSTED_PROXIES', '10.0.0.0/8,', /expected IP addresses or CIDR ranges/],
   ['TRUSTED_PROXIES', '2', /expected IP addresses or CIDR ranges/],
-  // A catch-all makes every client's X-Forwarded-For believed, as Node's BlockList matches it
-  // (an IPv4 client is matched against IPv6 ranges through its IPv4-mapped address).
-  ['TRUSTED_PROXIES', '0.0.0.0/0', /0\.0\.0\.0\/0 trusts every client's X-Forwarded-For: name the proxies' own ranges/],
-  ['TRUSTED_PROXIES', '10.0.0.0/8,::/0', /::\/0 trusts every client's X-Forwarded-For/],
-  ['TRUSTED_PROXIES', '::ffff:0:0/96', /::ffff:0:0\/96 trusts every client's X-Forwarded-For/],
-  ['TRUSTED_PROXIES', '::ffff:0.0.0.0/96', /trusts every client's X-Forwarded-For/],
-  ['TRUSTED_PROXIES', '::/80', /trusts every client's X-Forwarded-For/],
+  // Ranges that together trust everyone, as Node's BlockList matches them (an IPv4 client also
+  // against IPv6 ranges, through its IPv4-mapped address): a catch-all, or halves that add up to one.
+  ...(
+    [
+      ['TRUSTED_PROXIES', '0.0.0.0/0'],
+      ['TRUSTED_PROXIES', '10.0.0.0/8,::/0'],
+      ['TRUSTED_PROXIES', '::ffff:0:0/96'],
+      ['TRUSTED_PROXIES', '::ffff:0.0.0.0/96'],
+      ['TRUSTED_PROXIES', '::/80'],
+      ['TRUSTED_PROXIES', '0.0.0.0/1,128.0.0.0/1'],
+      ['TRACE_CONTEXT_FROM', '::/1,8000::/1'],
+      ['QUEUE_TIME_FROM', '0.0.0.0/0'],
+    ] as const
+  ).map(([variable, value]): [string, string, RegExp] => [variable, value, /together these ranges trust every client: name the peers' own ranges/]),
+  ['QUEUE_TIME_HEADER', 'X-Request-Start', /needs QUEUE_TIME_FROM/],
+  ['QUEUE_TIME_HEADER', 'X Request Start', /expected a header name/],
   ['MAX_CONNECTIONS', '0', /expected a whole number from 1 to 100000/],
   ['MAX_CONNECTIONS', '100001', /expected a whole number from 1 to 100000/],
   ['MAX_CONNECTIONS', 'unlimited', /expected a whole number from 1 to 100000/],
@@ -154,6 +171,21 @@ describe('parseConfig', () => {
     expect(parseConfig({ PORT: '', LOG_LEVEL: ' ', BUILD_REVISION: '' })).toMatchObject({ port: 8080, logLevel: 'info', buildRevision: 'unknown' });
   });
 
+  it('reads QUEUE_TIME_HEADER (lower-cased, as Node keys headers) together with QUEUE_TIME_FROM', () => {
+    expect(parseConfig({ QUEUE_TIME_HEADER: 'X-Request-Start', QUEUE_TIME_FROM: '10.0.0.0/8' }).queueTime).toEqual({
+      header: 'x-request-start',
+      from: [{ address: '10.0.0.0', prefix: 8, family: 'ipv4' }],
+    });
+  });
+
+  it('warns of public ranges in any trust list, private ones not', () => {
+    expect(parseConfig({ TRUSTED_PROXIES: '10.0.0.0/8,203.0.113.0/24', TRACE_CONTEXT_FROM: '127.0.0.6,fd00::/8,2001:db8::/32' }).trustWarnings).toEqual([
+      'TRUSTED_PROXIES names a public range, 203.0.113.0/24: every host there is believed',
+      'TRACE_CONTEXT_FROM names a public range, 2001:db8::/32: every host there is believed',
+    ]);
+    expect(parseConfig({ TRUSTED_PROXIES: '10.0.0.0/7' }).trustWarnings).toHaveLength(1);
+  });
+
   it('rejects METRICS_PORT equal to PORT', () => {
     expect(() => parseConfig({ PORT: '9000', METRICS_PORT: '9000' })).toThrow(/METRICS_PORT="9000": must differ from PORT/);
   });
@@ -190,9 +222,10 @@ describe('the entry point with a bad variable', () => {
     expect(JSON.stringify(fatal)).toContain('EADDRINUSE');
   });
 
-  it('BUILD_REVISION and CONFIG_REVISION reach the build-info metric (the revision the start-up line too)', async () => {
-    const svc = await serviceForTest({ BUILD_REVISION: 'abc1234', CONFIG_REVISION: '0f1e2d3c4b5a' });
+  it('BUILD_REVISION and CONFIG_REVISION reach the build-info metric (the revision the start-up line too); a public trusted range is warned of', async () => {
+    const svc = await serviceForTest({ BUILD_REVISION: 'abc1234', CONFIG_REVISION: '0f1e2d3c4b5a', TRUSTED_PROXIES: '203.0.113.0/24' });
     expect(await svc.waitForLog((line) => line.msg === 'product-service listening')).toMatchObject({ revision: 'abc1234' });
+    expect(await svc.waitForLog((line) => String(line.msg).startsWith('TRUSTED_PROXIES names a public range'))).toMatchObject({ level: 'warn' });
     const metrics = await (await fetch(svc.metricsUrl)).text();
     expect(metrics).toMatch(/^product_service_build_info\{[^}]*revision="abc1234"/m);
     expect(metrics).toMatch(/^product_service_build_info\{[^}]*config="0f1e2d3c4b5a"/m);

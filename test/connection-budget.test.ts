@@ -11,7 +11,7 @@ import { MAX_HEADER_SIZE, METRICS_MAX_CONNECTIONS } from '../src/http/server';
 import { sampleValue, scrape } from './support/exposition';
 import { inProcessForTest } from './support/in-process';
 import { openRaw, parseResponse, rawExchange } from './support/raw-http';
-import { rssMiB, serviceForTest } from './support/service-process';
+import { freePort, rssMiB, serviceForTest } from './support/service-process';
 
 /** The start of a request whose headers never end, `size` bytes long: what a connection holds at its worst. */
 const unfinishedHead = (path: string, size: number): string => {
@@ -95,6 +95,33 @@ describe('connections past the cap', () => {
         .logLines()
         .some((line) => line.msg === 'connection limit reached: closing new connections at once' && line.max_connections === METRICS_MAX_CONNECTIONS),
     ).toBe(true);
+  });
+});
+
+describe("the probe port (PROBE_PORT), which the chart's liveness probe calls", () => {
+  it('answers GET /health on every new connection while the API port (MAX_CONNECTIONS=50) and the metrics port are held full; readiness, /health on the API port, fails meanwhile and answers once they close', async () => {
+    const probePort = await freePort();
+    const svc = await serviceForTest({ MAX_CONNECTIONS: '50', PROBE_PORT: String(probePort) });
+    // As the kubelet probes: a new connection each time (fetch would reuse one), its timeout (the chart's readiness probe: 2 s).
+    const probe = async (port: number): Promise<number | string> => {
+      const raw = await rawExchange(port, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 2000);
+      return raw.endsWith('\r\n\r\nok') ? parseResponse(raw).status : `no answer: ${JSON.stringify(raw.slice(0, 40))}`;
+    };
+    const holders = [
+      ...(await hold(svc.port, 60, unfinishedHead('/health', 1000))),
+      ...(await hold(svc.metricsPort, METRICS_MAX_CONNECTIONS + 10, unfinishedHead('/metrics', 1000))),
+    ];
+    await sleep(300);
+    const liveness: Array<number | string> = [];
+    for (let i = 0; i < 10; i += 1) liveness.push(await probe(probePort));
+    expect(liveness).toEqual(Array.from({ length: 10 }, () => 200));
+    expect(await probe(svc.port)).not.toBe(200);
+    expect(await probe(svc.port)).not.toBe(200);
+
+    for (const { socket } of holders) socket.destroy();
+    await sleep(300);
+    expect(await probe(svc.port)).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${probePort}/metrics`)).status).toBe(404);
   });
 });
 

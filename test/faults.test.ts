@@ -150,7 +150,7 @@ describe('faults, in-process', () => {
 
 describe('faults in the built service', () => {
   // The traceparent the test client sends is believed.
-  const shared = exportingServiceForSuite({ FAULT_ERROR_RATIO: '1', FAULT_DELAY: '0.1', TRUSTED_PROXIES: '127.0.0.1' });
+  const shared = exportingServiceForSuite({ FAULT_ERROR_RATIO: '1', FAULT_DELAY: '0.1', TRACE_CONTEXT_FROM: '127.0.0.1' });
 
   it('says so at start, in one warn line, and on /metrics', async () => {
     const line = await shared.svc.waitForLog((l) => l.msg === FAULT_LINE);

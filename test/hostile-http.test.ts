@@ -10,11 +10,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Gauge } from 'prom-client';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import type { ServerOptions } from '../src/http/server';
-import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
+import { MAX_REQUESTS_PER_CONNECTION_PER_TURN, REFUSAL_LOG_LIMIT, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { inProcessForSuite, inProcessForTest, type InProcessService } from './support/in-process';
 import { startOtlpReceiver } from './support/otlp-receiver';
-import { openRaw, parseResponse, type ParsedResponse } from './support/raw-http';
+import { openRaw, parseResponse, rawExchange, type ParsedResponse } from './support/raw-http';
 import { rssMiB, serviceForTest } from './support/service-process';
 
 const MiB = 1024 * 1024;
@@ -56,7 +56,7 @@ describe('a client that leaves in the middle of its body', () => {
   it('is recorded as 499 in the histogram, the info request line and the server span; nothing is written to it, no id is issued, nothing is logged as an error', async () => {
     const collector = await startOtlpReceiver('ok');
     onTestFinished(() => collector.close());
-    const svc = await serviceForTest({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', TRUSTED_PROXIES: '127.0.0.1' }); // the traceparent it sends is believed
+    const svc = await serviceForTest({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', TRACE_CONTEXT_FROM: '127.0.0.1' }); // the traceparent it sends is believed
     const leaving: Array<[string, (socket: Socket) => void]> = [
       ['closes its side (FIN)', (socket) => socket.end()],
       ['resets the connection (RST)', (socket) => socket.resetAndDestroy()],
@@ -370,6 +370,54 @@ describe('a body cut into many chunks', () => {
     const answer = parseResponse(await connection.waitFor((raw) => raw.includes('product_id'), 10_000));
     expect(answer.status).toBe(201);
     connection.socket.destroy();
+  });
+});
+
+describe('refusals in the log', () => {
+  it(`a smuggling attempt leaves an info line with the peer's address; a flood of them at most ${REFUSAL_LOG_LIMIT.lines} lines per ${REFUSAL_LOG_LIMIT.windowMs / 1000} s`, async () => {
+    const svc = await inProcessForTest();
+    const smuggling = 'POST /product HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n';
+    expect(parseResponse(await rawExchange(svc.port, smuggling)).status).toBe(400);
+    expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE)).toEqual([
+      expect.objectContaining({ level: 'info', status: 400, code: 'HPE_INVALID_TRANSFER_ENCODING', peer: '127.0.0.1' }),
+    ]);
+    await Promise.all(Array.from({ length: REFUSAL_LOG_LIMIT.lines + 50 }, () => rawExchange(svc.port, 'BROKEN\r\n\r\n')));
+    expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE)).toHaveLength(REFUSAL_LOG_LIMIT.lines);
+  });
+});
+
+describe('a request answered before its body has arrived', () => {
+  it('gets no second answer when the rest of its body is malformed: the connection closes without writing', async () => {
+    const svc = await inProcessForTest();
+    const connection = await openRaw(svc.port);
+    // /health answers without reading the body.
+    connection.socket.write('GET /health HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n');
+    await connection.waitFor((raw) => raw.endsWith('\r\n\r\nok'));
+    connection.socket.write('zz\r\nnot a chunk\r\n');
+    await connection.closed;
+    expect(connection.received().split('HTTP/1.1 ')).toHaveLength(2);
+    expect(parseResponse(connection.received()).status).toBe(200);
+  });
+});
+
+describe("NODE_OPTIONS=--insecure-http-parser (reachable through the chart's extraNodeOptions)", () => {
+  it('loosens neither port: CL+TE, obs-fold, bare LF and NUL in a header are refused with 400, and the request after them is not served', async () => {
+    const svc = await serviceForTest({ NODE_OPTIONS: '--insecure-http-parser' });
+    const next = 'GET /health HTTP/1.1\r\nHost: a\r\n\r\n';
+    const attempts = [
+      `POST /product HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${next}`,
+      `GET /health HTTP/1.1\r\nHost: a\r\nX-Folded: one\r\n two\r\n\r\n${next}`,
+      `GET /health HTTP/1.1\nHost: a\n\n${next}`,
+      `GET /health HTTP/1.1\r\nHost: a\r\nX-Nul: a\0b\r\n\r\n${next}`,
+    ];
+    for (const port of [svc.port, svc.metricsPort]) {
+      for (const payload of attempts) {
+        const raw = await exchangeUntilClosed(port, payload);
+        expect(parseResponse(raw).status, JSON.stringify(payload)).toBe(400);
+        expect(raw.split('HTTP/1.1 ').length - 1, JSON.stringify(payload)).toBe(1);
+      }
+    }
+    expect(idsIssued(await (await fetch(svc.metricsUrl)).text())).toBe(0);
   });
 });
 

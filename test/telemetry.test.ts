@@ -31,7 +31,7 @@ const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '200' } as const;
  * The test client connects from 127.0.0.1, trusted as a proxy by the services below unless a test
  * says otherwise, so that the trace context it sends is believed ("whose trace context is believed").
  */
-const TRUSTED_CLIENT = { TRUSTED_PROXIES: '127.0.0.1' } as const;
+const TRUSTED_CLIENT = { TRACE_CONTEXT_FROM: '127.0.0.1' } as const;
 
 interface TraceContext {
   traceId: string;
@@ -348,7 +348,7 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
   });
 });
 
-describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
+describe('whose trace context is believed (TRACE_CONTEXT_FROM)', () => {
   async function postWithClientContext(svc: ServiceProcess, flags: '00' | '01'): Promise<{ trace: TraceContext; userAgent: string }> {
     const trace = newTraceContext();
     const userAgent = `trust-test/${randomBytes(6).toString('hex')}`;
@@ -362,11 +362,11 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
     return { trace, userAgent };
   }
 
-  describe('a client that is not a trusted proxy (TRUSTED_PROXIES unset, the default)', () => {
-    const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
+  describe('a caller outside TRACE_CONTEXT_FROM (unset, the default), even a proxy TRUSTED_PROXIES names', () => {
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '127.0.0.1', TRACE_CONTEXT_FROM: '' });
 
     it.each(['00', '01'] as const)(
-      "traceparent flags %s: the request is traced in a new trace (not the client's), with no parent and no tracestate, and its log line carries that trace",
+      "traceparent flags %s: the request is traced in a new trace (not the client's) sampled by the service's sampler, with no parent and no tracestate but a link to the client's span, and its log line carries that trace",
       async (flags) => {
         const { svc, collector } = shared;
         const { trace, userAgent } = await postWithClientContext(svc, flags);
@@ -374,6 +374,7 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
         expect(span.traceId).toMatch(/^[0-9a-f]{32}$/);
         expect(span.traceId).not.toBe(trace.traceId);
         expect(span).toMatchObject({ parentSpanId: '', traceState: '', name: 'POST /product' });
+        expect(span.links).toEqual([{ traceId: trace.traceId, spanId: trace.parentSpanId }]);
         expect(JSON.stringify(span.attributes)).not.toContain('forged');
         expect(await requestLogLine(svc, span.traceId)).toMatchObject({ span_id: span.spanId, trace_flags: '01' });
         expect(svc.logLines().filter((line) => JSON.stringify(line).includes(trace.traceId))).toEqual([]);
@@ -381,7 +382,7 @@ describe('whose trace context is believed (TRUSTED_PROXIES)', () => {
     );
   });
 
-  describe('a trusted proxy (TRUSTED_PROXIES=127.0.0.1; flags 01: see "OTLP export")', () => {
+  describe('a caller TRACE_CONTEXT_FROM names (127.0.0.1; flags 01: see "OTLP export")', () => {
     const shared = sharedExportingService(TRUSTED_CLIENT);
 
     it('traceparent flags 00: the default parent-based sampler follows its decision, no span', async () => {
@@ -457,7 +458,7 @@ describe('what a span records of a hostile request', () => {
   const everythingIn = (span: ReceivedSpan): string => JSON.stringify([span.name, span.attributes, span.resource]);
 
   describe('with the defaults', () => {
-    const shared = sharedExportingService({ TRUSTED_PROXIES: '' });
+    const shared = sharedExportingService({ TRUSTED_PROXIES: '', TRACE_CONTEXT_FROM: '' });
 
     it('the query string is REDACTED, names and values; client.address and server.address come from the socket, not from Host, Forwarded or X-Forwarded-*', async () => {
       const { svc } = shared;

@@ -153,7 +153,7 @@ export async function forcedSampling(ctx) {
     ctx.onCleanup(() => sink.close());
     const svc = await ctx.start(`sampling-${sampler}${trusted === '' ? '' : '-trusted'}`, {
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`,
-      TRUSTED_PROXIES: trusted,
+      TRACE_CONTEXT_FROM: trusted,
       OTEL_TRACES_SAMPLER: sampler,
       OTEL_TRACES_SAMPLER_ARG: '0.01',
     });
@@ -168,7 +168,7 @@ export async function forcedSampling(ctx) {
     const exit = await svc.stop(); // flushes the spans still queued
     const spans = sink.stats().traces.items;
     rows.push({
-      sent: `200 \`POST /product\` with \`traceparent …-01\`; \`OTEL_TRACES_SAMPLER=${sampler}\`, \`_ARG=0.01\`; \`TRUSTED_PROXIES=${trusted || '(unset)'}\``,
+      sent: `200 \`POST /product\` with \`traceparent …-01\`; \`OTEL_TRACES_SAMPLER=${sampler}\`, \`_ARG=0.01\`; \`TRACE_CONTEXT_FROM=${trusted || '(unset)'}\``,
       got: `${answered} answered 201; ${spans} spans received (expected ${expectation(200) ? '200' : '~2'}); exit ${exit.code}`,
       failures: [...(expectation(spans) ? [] : [`${spans} spans`]), ...(answered === 200 ? [] : [`${200 - answered} requests not answered 201`])],
       rssMb: svc.peakRssMb(),

@@ -3,7 +3,7 @@
 // {sent, got, failures, rssMb?, details?}.
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cpuMicros, max, metricSum, request, rssMb, withRssSampling } from '../lib.mjs';
+import { cpuMicros, freePorts, max, metricSum, request, rssMb, withRssSampling } from '../lib.mjs';
 import { chunkedUpload, connected, parseResponses, rawCase, rawExchange, settleOnce, writeAllThenRead } from './clients.mjs';
 import { MB, countsText, health, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
 
@@ -343,7 +343,9 @@ export async function connectionBudget(ctx) {
 }
 
 async function holdPastCap(ctx, port, count) {
-  const svc = await ctx.start(`budget-${port}`);
+  // The chart's liveness probe has a port of its own (PROBE_PORT); readiness is /health on the API port.
+  const [probePort] = await freePorts(1);
+  const svc = await ctx.start(`budget-${port}`, { PROBE_PORT: String(probePort) });
   const target = port === 'api' ? svc.port : svc.metricsPort;
   const admitted = net.connect(svc.port, '127.0.0.1');
   admitted.on('error', () => {});
@@ -370,6 +372,8 @@ async function holdPastCap(ctx, port, count) {
       (err) => err.code ?? err.message,
     );
   const rssBefore = rssMb(svc.pid);
+  // As the kubelet's liveness probe, every second from before the hold until after the held are cut.
+  const liveness = startHealthProbe(probePort, 1000);
   const head = `GET ${port === 'api' ? '/health' : '/metrics'} HTTP/1.1\r\nHost: localhost\r\nX-Pad: `;
   const t0 = performance.now();
   const conns = await openMany(target, count, head + 'a'.repeat(8000 - head.length), t0);
@@ -383,6 +387,7 @@ async function holdPastCap(ctx, port, count) {
   while (performance.now() - t0 < 20_000 && conns.some((c) => !c.socket.destroyed)) await sleep(250);
   const cut = tally(conns.filter((c) => c.answer !== '').map(firstStatus));
   for (const c of conns) c.socket.destroy();
+  const live = await liveness.stop();
   await sleep(500);
   const after = await askNew();
   const rssAfter = rssMb(svc.pid);
@@ -391,10 +396,10 @@ async function holdPastCap(ctx, port, count) {
   const peak = svc.peakRssMb();
   const cap = CAP[port];
   return {
-    sent: `${count} connections to the ${port} port (cap ${cap}), each holding an unfinished 8,000-byte request head; /health asked on an API connection opened before, and on new ones`,
+    sent: `${count} connections to the ${port} port (cap ${cap}), each holding an unfinished 8,000-byte request head; /health asked on an API connection opened before, and on new ones (readiness); liveness (/health on PROBE_PORT) every second`,
     got:
       `${held} held, ${refused} closed at once${counted === undefined ? '' : ` (counted: ${counted})`}; the held cut after ${Math.max(...conns.filter((c) => c.answer !== '').map((c) => c.closedAfterS)).toFixed(0)} s (${countsText(cut)}); ` +
-      `/health during: ${duringAdmitted} on the admitted connection, ${duringNew} on a new one; after: ${after}; RSS ${rssBefore.toFixed(0)} MB before, ${rssHeld.toFixed(0)} MB held, ${rssAfter.toFixed(0)} MB after they closed`,
+      `/health during: ${duringAdmitted} on the admitted connection, ${duringNew} on a new one; after: ${after}; liveness ${health(live).replace('/health ', '')}; RSS ${rssBefore.toFixed(0)} MB before, ${rssHeld.toFixed(0)} MB held, ${rssAfter.toFixed(0)} MB after they closed`,
     failures: [
       // The admitted connection (and, on the API port, the probe's) take places of the API port's cap.
       ...(held <= cap && held >= cap - 2 ? [] : [`${held} held, not about ${cap}`]),
@@ -404,9 +409,12 @@ async function holdPastCap(ctx, port, count) {
       ...(cut[408] === held ? [] : ['not every held connection got 408']),
       ...(duringAdmitted === 200 ? [] : [`/health on the admitted connection: ${duringAdmitted}`]),
       ...(after === 200 ? [] : [`/health after: ${after}`]),
+      ...(live.failures === 0 && live.probes >= 10 ? [] : [`liveness: ${live.failures} of ${live.probes} probes failed`]),
+      // Readiness says the API port cannot take work while it is full.
+      ...(port === 'metrics' || duringNew !== 200 ? [] : ['readiness (/health on a new API connection) answered while the API port was full']),
       ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
     ],
     rssMb: peak,
-    details: { held, refused, counted, cut, duringAdmitted, duringNew, after, rssBefore, rssHeld, rssAfter },
+    details: { held, refused, counted, cut, duringAdmitted, duringNew, after, liveness: live, rssBefore, rssHeld, rssAfter },
   };
 }

@@ -2,7 +2,7 @@
  * Per connection of a node:http server: the pipelining bound, the status the server closed it
  * with, lingering close, and refusals (the one way a request is turned away before the application).
  */
-import { ServerResponse, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import { ServerResponse, STATUS_CODES, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger';
@@ -66,6 +66,9 @@ export interface Refusal {
 
 export const REFUSAL_LOG_MESSAGE = 'refused a request before the application';
 
+/** Lines of refusals per window at most (info, with the peer's address): enough to see an attack, too few to fill a disk. */
+export const REFUSAL_LOG_LIMIT = { lines: 100, windowMs: 10_000 } as const;
+
 export interface ConnectionGuardOptions {
   logger: Logger;
   /** The API port's only: the refusal counter is read as API traffic. */
@@ -74,6 +77,8 @@ export interface ConnectionGuardOptions {
 }
 
 interface ConnectionState {
+  /** The latest request's response: once it has finished, a parser error in that request's body gets no second answer. */
+  latest: ServerResponse | undefined;
   turn: number;
   requestsInTurn: number;
   /** Answered outside any request's answer (408, 400, 431). */
@@ -106,19 +111,34 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     return turn;
   };
 
+  // pino has no rate limit of its own: a flood of refusals is logged up to a bound per window, then counted on the next line.
+  let window = { startedAt: -Infinity, lines: 0, suppressed: 0 };
+  const logRefusal = (level: 'info' | 'warn', fields: Record<string, unknown>): void => {
+    const now = performance.now();
+    if (now - window.startedAt >= REFUSAL_LOG_LIMIT.windowMs) window = { startedAt: now, lines: 0, suppressed: window.suppressed };
+    if (window.lines >= REFUSAL_LOG_LIMIT.lines) {
+      window.suppressed += 1;
+      return;
+    }
+    window.lines += 1;
+    logger[level]({ ...fields, ...(window.suppressed > 0 ? { not_logged_before: window.suppressed } : {}) }, REFUSAL_LOG_MESSAGE);
+    window.suppressed = 0;
+  };
+
   // Through the response when there is one, so Node keeps it in order behind earlier pipelined answers.
   const refuse = (target: ServerResponse | Duplex, refusal: Refusal): void => {
     const { status, detail, code, inApplication } = refusal;
     if (inApplication !== true) options.metrics?.countRefusedRequest(status === undefined ? 'pipelining_limit' : (REFUSAL_BY_STATUS[status] ?? 'bad_request'));
+    const peer = ((target instanceof ServerResponse ? target.req.socket : target) as Partial<Socket>).remoteAddress;
     if (status === undefined) {
-      logger.warn({ detail, code }, REFUSAL_LOG_MESSAGE);
+      logRefusal('warn', { detail, code, peer });
       (target instanceof ServerResponse ? target.req.socket : target).destroy();
       return;
     }
     // The id the application already gave the request (a 408 mid-body), else a new one.
     const given = target instanceof ServerResponse ? undefined : currentResponse(target)?.getHeader(TRACE_RESPONSE);
     const answerId = typeof given === 'string' ? given : traceResponse();
-    logger.debug({ status, detail, code, in_application: inApplication, trace_id: traceIdOf(answerId) }, REFUSAL_LOG_MESSAGE);
+    logRefusal('info', { status, detail, code, in_application: inApplication, peer, trace_id: traceIdOf(answerId) });
     const answer = problemAnswer(status, detail, { ...refusal.headers, Connection: 'close' }, answerId);
     if (target instanceof ServerResponse) {
       sendProblem(target, answer);
@@ -143,7 +163,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   });
 
   server.on('connection', (socket: Socket) => {
-    const state: ConnectionState = { turn: -1, requestsInTurn: 0, closedWith: undefined, awaitingContinue: undefined };
+    const state: ConnectionState = { latest: undefined, turn: -1, requestsInTurn: 0, closedWith: undefined, awaitingContinue: undefined };
     (socket as GuardedSocket)[STATE] = state;
     // Node closes after a Connection: close answer with destroySoon(), which would not linger.
     socket.destroySoon = () => closeLingering(socket, lingering);
@@ -159,7 +179,10 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     if (socket.writableEnded && error.code !== 'ECONNRESET') return;
     // Besides a reset or a cut-off request, Node's own rule: write nothing if the peer is gone or a response has already begun on this socket.
     const unanswerable = error.code === 'ECONNRESET' || error.code === 'HPE_INVALID_EOF_STATE' || !socket.writable;
-    if (unanswerable || currentResponse(socket)?.headersSent === true) {
+    // Nor after the answer to the request whose body broke has finished (Node would answer it again).
+    const latest = stateOf(socket)?.latest;
+    const answered = latest !== undefined && latest.writableFinished && !latest.req.complete;
+    if (unanswerable || answered || currentResponse(socket)?.headersSent === true) {
       socket.destroy();
       return;
     }
@@ -171,9 +194,10 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
 
   return {
     /** False, the connection closed, past the pipelining bound. */
-    admit(req: IncomingMessage): boolean {
-      const state = stateOf(req.socket);
+    admit(res: ServerResponse): boolean {
+      const state = stateOf(res.req.socket);
       if (state === undefined) return true;
+      state.latest = res;
       const now = currentTurn();
       if (state.turn !== now) {
         state.turn = now;
@@ -181,7 +205,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       }
       state.requestsInTurn += 1;
       if (state.requestsInTurn <= MAX_REQUESTS_PER_CONNECTION_PER_TURN) return true;
-      refuse(req.socket, {
+      refuse(res.req.socket, {
         status: undefined,
         detail: `The connection pipelined more than ${MAX_REQUESTS_PER_CONNECTION_PER_TURN} requests in one turn of the event loop.`,
       });

@@ -42,6 +42,8 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
     {
       ...(options.timeouts ?? SERVER_TIMEOUTS),
       maxHeaderSize: MAX_HEADER_SIZE,
+      // Wins over NODE_OPTIONS=--insecure-http-parser (reachable through the chart's extraNodeOptions): framing stays strict.
+      insecureHTTPParser: false,
       // Node would answer a missing Host with an empty 400; serve() answers it as a problem.
       requireHostHeader: false,
     },
@@ -54,7 +56,7 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
     deps.metrics?.requestReceived(req);
     // Requests Node still parses from a connection that is closing cannot be answered: not served.
     if (!canAnswerOn(req.socket)) return;
-    if (!connections.admit(req)) return;
+    if (!connections.admit(res)) return;
     const target = requestTarget(req);
     const refusal = 'refused' in target ? { status: 400, detail: target.refused } : framingProblem(req);
     if (refusal !== undefined) return connections.refuse(res, refusal);

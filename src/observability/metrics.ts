@@ -2,11 +2,11 @@ import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
-import type { AddressRange } from '../config';
+import type { Config } from '../config';
 import { registerFaultMetrics, type Faults } from '../http/faults';
 import { REFUSAL_REASONS, type RefusalReason } from '../http/connections';
 import type { ServiceInfo } from '../service-info';
-import { fromTrustedProxy } from './span-attributes';
+import { fromPeers } from './span-attributes';
 import type { Telemetry } from './telemetry';
 
 /** A fixed route label for unmatched requests: the raw path would make a series per path. */
@@ -20,6 +20,9 @@ const INITIAL_REQUEST_SERIES = [201, 500, 499].map((status) => ({ http_request_m
 
 const NO_EXEMPLAR = Object.freeze({});
 
+/** The HTTP semantic conventions' methods; any other of the 34 Node parses is `_OTHER`, as in the spans, so a client cannot add series. */
+const KNOWN_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'QUERY', 'TRACE']);
+
 export type Metrics = Readonly<ReturnType<typeof createMetrics>>;
 
 export interface MetricsOptions {
@@ -28,7 +31,7 @@ export interface MetricsOptions {
   processMetrics: boolean;
   spanPipeline?: Telemetry['readSpanPipeline'];
   faults?: Faults;
-  trustedProxies?: readonly AddressRange[];
+  queueTime?: Config['queueTime'];
 }
 
 export function createMetrics(options: MetricsOptions) {
@@ -50,7 +53,7 @@ export function createMetrics(options: MetricsOptions) {
 
   const requestDuration = new Histogram({
     name: 'http_server_request_duration_seconds',
-    help: 'Duration of HTTP server requests, from the API server receiving the request (or the trusted proxy in front, when it sends X-Request-Start) to the response being handed to Node.',
+    help: 'Duration of HTTP server requests, from the API server receiving the request (or the proxy in front, when QUEUE_TIME_HEADER and QUEUE_TIME_FROM say so) to the response being handed to Node.',
     labelNames: ['http_request_method', 'http_route', 'http_response_status_code'] as const,
     buckets: DURATION_BUCKETS,
     enableExemplars: true,
@@ -59,11 +62,11 @@ export function createMetrics(options: MetricsOptions) {
   for (const labels of INITIAL_REQUEST_SERIES) requestDuration.zero(labels);
   const queueDuration = new Histogram({
     name: 'product_service_http_request_queue_seconds',
-    help: 'Time requests waited between a trusted proxy receiving them (its X-Request-Start header) and the API server reading them; only requests that carry one. http_server_request_duration_seconds includes it.',
+    help: 'Time requests waited between the proxy in front receiving them (the header QUEUE_TIME_HEADER names, from a peer in QUEUE_TIME_FROM) and the API server reading them; only requests that carry one. http_server_request_duration_seconds includes it.',
     buckets: DURATION_BUCKETS,
     registers: [registry],
   });
-  const queuedMs = requestQueuedMs(options.trustedProxies ?? []);
+  const queuedMs = requestQueuedMs(options.queueTime);
 
   const refused = new Counter({
     name: 'product_service_http_requests_refused_total',
@@ -107,7 +110,7 @@ export function createMetrics(options: MetricsOptions) {
     receivedAt: (req: IncomingMessage): number | undefined => received.get(req),
     observeRequest(method: string, route: string, status: number, seconds: number, traceId: string | undefined): void {
       requestDuration.observe({
-        labels: { http_request_method: method, http_route: route, http_response_status_code: status },
+        labels: { http_request_method: KNOWN_METHODS.has(method) ? method : '_OTHER', http_route: route, http_response_status_code: status },
         value: seconds,
         // prom-client types exemplar labels as if they were the metric's own label names.
         exemplarLabels: (traceId === undefined ? NO_EXEMPLAR : { trace_id: traceId }) as LabelValues<string>,
@@ -117,19 +120,19 @@ export function createMetrics(options: MetricsOptions) {
   };
 }
 
-/** Beyond it, the clocks disagree, not the queue. */
-const MAX_QUEUE_MS = 3_600_000;
+/** Beyond it, the clocks disagree or the header is forged: no proxy holds a request longer (nginx's proxy timeouts: 60 s). */
+const MAX_QUEUE_MS = 60_000;
 
 /**
- * The queue time, in ms, from a trusted proxy's X-Request-Start (a client would set its own
- * latency): seconds (nginx), milliseconds (Heroku), microseconds (Apache) or nanoseconds since the
- * epoch, told apart by magnitude.
+ * The queue time, in ms, from the header QUEUE_TIME_HEADER names, sent by a peer in QUEUE_TIME_FROM
+ * (a client would set its own latency): `t=` and seconds (nginx), milliseconds (Heroku),
+ * microseconds (Apache) or nanoseconds since the epoch, told apart by magnitude.
  */
-function requestQueuedMs(trustedProxies: readonly AddressRange[]): (req: IncomingMessage) => number | undefined {
-  if (trustedProxies.length === 0) return () => undefined;
-  const trusted = fromTrustedProxy(trustedProxies);
+function requestQueuedMs(queueTime: Config['queueTime']): (req: IncomingMessage) => number | undefined {
+  if (queueTime === undefined) return () => undefined;
+  const trusted = fromPeers(queueTime.from);
   return (req) => {
-    const header = req.headers['x-request-start'];
+    const header = req.headers[queueTime.header];
     if (typeof header !== 'string' || !trusted(req)) return undefined;
     const match = /^(?:t=)?(\d{1,19}(?:\.\d{1,9})?)$/.exec(header.trim());
     if (match === null) return undefined;

@@ -82,7 +82,8 @@ function blockListOf(ranges: readonly AddressRange[]): BlockList | undefined {
   return list;
 }
 
-export function fromTrustedProxy(ranges: readonly AddressRange[]): (request: IncomingMessage) => boolean {
+/** Whether a request's peer is in `ranges` (never, for none). */
+export function fromPeers(ranges: readonly AddressRange[]): (request: IncomingMessage) => boolean {
   const trusted = blockListOf(ranges);
   return ({ socket }) => trusted !== undefined && socket.remoteAddress !== undefined && isTrusted(trusted, socket.remoteAddress);
 }

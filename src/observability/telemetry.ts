@@ -4,7 +4,7 @@
  * patch modules as they are required. Metrics are prom-client's (metrics.ts), logs go to stdout.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Attributes } from '@opentelemetry/api';
+import type { Attributes, SpanContext } from '@opentelemetry/api';
 import type { MetricReader } from '@opentelemetry/sdk-metrics';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
 import { readVariable } from '../config';
@@ -26,7 +26,7 @@ export interface IncomingRequests {
   untraced(request: IncomingMessage): boolean;
   /** Attributes of the server span that replace instrumentation-http's own (span-attributes.ts). */
   spanAttributes(request: IncomingMessage): Attributes;
-  /** Whether the request's trace headers are believed: it came from a proxy in TRUSTED_PROXIES. */
+  /** Whether the request's trace headers are believed: it came from a peer in TRACE_CONTEXT_FROM. */
   traceContextTrusted(request: IncomingMessage): boolean;
   /** Why the service failed to answer (the status message of a 500's span), if it did (http/middleware.ts). */
   failure(response: ServerResponse): string | undefined;
@@ -158,15 +158,25 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   const tracing = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_EXPORTER'].some(
     (name) => readVariable(env, name) !== undefined,
   );
+  const callers = new WeakMap<IncomingMessage, SpanContext>();
   const logExporters = (readVariable(env, 'OTEL_LOGS_EXPORTER') ?? '').split(',').map((name) => name.trim());
   const instrumentations = auto.getNodeAutoInstrumentations({
     '@opentelemetry/instrumentation-http': {
       ignoreIncomingRequestHook: (request) => incoming.untraced(request),
-      // The trace context is extracted right after this hook: an untrusted client's trace headers
-      // are dropped first, so it cannot hide itself from sampling nor choose its trace id.
+      // The trace context is extracted right after this hook: an untrusted caller's trace headers
+      // are dropped first, so it can neither hide from sampling nor choose its trace id; its context
+      // becomes a link of the new root span (OpenTelemetry's answer for public endpoints).
       startIncomingSpanHook: (request) => {
-        if (!incoming.traceContextTrusted(request)) for (const field of api.propagation.fields()) Reflect.deleteProperty(request.headers, field);
+        if (!incoming.traceContextTrusted(request)) {
+          const caller = api.trace.getSpanContext(api.propagation.extract(api.ROOT_CONTEXT, request.headers));
+          for (const field of api.propagation.fields()) Reflect.deleteProperty(request.headers, field);
+          if (tracing && caller !== undefined && api.isSpanContextValid(caller)) callers.set(request, caller);
+        }
         return tracing ? incoming.spanAttributes(request) : {};
+      },
+      requestHook: (span, request) => {
+        const caller = callers.get(request as IncomingMessage);
+        if (caller !== undefined) span.addLink({ context: caller });
       },
       // Runs after the instrumentation set the status from the code, without a message.
       applyCustomAttributesOnSpan: (span, _request, response) => {

@@ -149,18 +149,20 @@ describe('NetworkPolicy', () => {
     expect(narrowed.spec?.egress?.[0]?.to).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }]);
   });
 
-  it('metrics from several peers, or from anywhere with an empty list; extra ingress rules after the chart ones', () => {
+  it('metrics from several peers, or from anywhere with an empty list; the probe port from the peers probeFrom names (the nodes, for the kubelet); extra ingress rules after the chart ones', () => {
     const several = policies(
       template([
         ...set('networkPolicy.enabled=true', 'networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=a'),
         ...set('networkPolicy.metricsFrom[1].namespaceSelector.matchLabels.team=b', 'networkPolicy.extraIngress[0].from[0].ipBlock.cidr=192.168.0.0/16'),
-        ...set('networkPolicy.extraIngress[0].ports[0].port=http'),
+        ...set('networkPolicy.extraIngress[0].ports[0].port=http', 'networkPolicy.probeFrom[0].ipBlock.cidr=10.0.0.0/16'),
       ]),
     ).server;
     expect(several.spec?.ingress?.[1]?.from).toHaveLength(2);
-    expect(several.spec?.ingress?.[2]).toEqual({ from: [{ ipBlock: { cidr: '192.168.0.0/16' } }], ports: [{ port: 'http' }] });
+    expect(several.spec?.ingress?.[2]).toEqual({ from: [{ ipBlock: { cidr: '10.0.0.0/16' } }], ports: [{ port: 'probe', protocol: 'TCP' }] });
+    expect(several.spec?.ingress?.[3]).toEqual({ from: [{ ipBlock: { cidr: '192.168.0.0/16' } }], ports: [{ port: 'http' }] });
     const anywhere = policies(template(set('networkPolicy.enabled=true', 'networkPolicy.metricsFrom=null'))).server;
     expect(anywhere.spec?.ingress?.[1]).toEqual({ ports: [{ port: 'metrics', protocol: 'TCP' }] });
+    expect(anywhere.spec?.ingress?.[2]).toEqual({ ports: [{ port: 'probe', protocol: 'TCP' }] });
   });
 
   it('gives the helm test pod its own policy, a test hook created before it: DNS and the server pods’ http container port', () => {
@@ -222,7 +224,13 @@ describe('NetworkPolicy', () => {
       expect(JSON.stringify(policy.spec?.egress)).not.toContain('15012');
     }
     expect(server.spec?.ingress).toContainEqual(hbone);
-    expect(server.spec?.ingress).toContainEqual({ from: [{ ipBlock: { cidr: '169.254.7.127/32' } }], ports: [{ port: 'http', protocol: 'TCP' }] });
+    expect(server.spec?.ingress).toContainEqual({
+      from: [{ ipBlock: { cidr: '169.254.7.127/32' } }],
+      ports: [
+        { port: 'http', protocol: 'TCP' },
+        { port: 'probe', protocol: 'TCP' },
+      ],
+    });
     expect(JSON.stringify(policies(template(restricted)))).not.toMatch(/15008|15012|169\.254/);
   });
 

@@ -7,7 +7,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config';
-import { chartDir, containerOf, envNames, valueSets, set } from './helm';
+import { deploymentWith } from './docker-pod';
+import { readmeYamlBlock } from './docs';
+import { chartDir, containerOf, envNames, mainContainer, valueSets, set } from './helm';
 
 /** The variable names parseConfig reads from an empty environment (every default taken). */
 function variablesConfigReads(): string[] {
@@ -21,7 +23,15 @@ function variablesConfigReads(): string[] {
 }
 
 /** The values whose variables the chart renders only when they are set (the value sets leave them unset). */
-const OPTIONAL_VALUES = set('traceQueryParams={page}', 'trustedProxies={10.0.0.0/8}', 'faults.errorRatio=0', 'faults.delaySeconds=0');
+const OPTIONAL_VALUES = set(
+  'traceQueryParams={page}',
+  'trustedProxies={10.0.0.0/8}',
+  'traceContextFrom={127.0.0.6/32}',
+  'queueTimeHeader=X-Request-Start',
+  'queueTimeFrom={10.0.0.0/8}',
+  'faults.errorRatio=0',
+  'faults.delaySeconds=0',
+);
 
 describe('the configuration in the chart', () => {
   it('sets every variable config.ts reads, or its README says how to set it', () => {
@@ -33,5 +43,16 @@ describe('the configuration in the chart', () => {
       (variable) => !rendered.has(variable) && !readme.some((line) => line.includes(`\`${variable}\``) && line.includes('extraEnv')),
     );
     expect(missing, 'set by no value set, and not named with extraEnv on a line of helm/product-service/README.md').toEqual([]);
+  });
+
+  it('the README\'s trust recipe ("Whom the service believes") gives the service one list per trust, as it parses them', () => {
+    const container = mainContainer(deploymentWith(readmeYamlBlock('Whom the service believes') as object));
+    const env = Object.fromEntries((container.env ?? []).map(({ name, value }) => [name, value]));
+    const config = parseConfig(env);
+    const ranges = (list: readonly { address: string; prefix: number }[]): string[] => list.map(({ address, prefix }) => `${address}/${prefix}`);
+    expect(ranges(config.trustedProxies)).toEqual(['10.42.0.0/16']);
+    expect(ranges(config.traceContextFrom)).toEqual(['127.0.0.6/32']);
+    expect(config.queueTime?.header).toBe('x-request-start');
+    expect(ranges(config.queueTime?.from ?? [])).toEqual(['10.42.0.0/16']);
   });
 });

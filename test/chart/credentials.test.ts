@@ -53,7 +53,7 @@ describe("the chart README's recipe for the exporter's credentials", () => {
     }, 60_000);
 
     it('every export request the collector receives carries the header from the Secret, decoded', async () => {
-      const deployment = deploymentWith({ otel: { ...recipe.otel, endpoint }, extraEnv: [FAST_EXPORT], trustedProxies: DOCKER_NETWORKS });
+      const deployment = deploymentWith({ otel: { ...recipe.otel, endpoint }, extraEnv: [FAST_EXPORT], traceContextFrom: DOCKER_NETWORKS });
       const secretValue = secretTemplate.replace('<token>', token);
       const pod = await pods.start(deployment, {
         podName: 'products-product-service-creds-1',

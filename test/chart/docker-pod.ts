@@ -12,14 +12,14 @@ import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { stringify } from 'yaml';
 import { DOCKER, requireDockerEngine } from '../container/docker-host';
 import type { OtlpReceiver } from '../support/otlp-receiver';
-import { containerPort, findOne, mainContainer, must, podSpecOf, set, template } from './helm';
+import { findOne, mainContainer, must, podSpecOf, set, template } from './helm';
 import { commandArgs, probeUntil, translatePod, type PodInputs, type Translation } from './pod-to-docker';
 
 export const IMAGE = process.env.PRODUCT_SERVICE_IMAGE ?? 'product-service:test';
 export const IMAGE_VALUES = set('image.repository=product-service', 'image.tag=test', 'image.pullPolicy=Never');
 export const RELEASE = 'products';
 export const NAMESPACE = 'shop';
-/** Docker's private networks, which the test's requests come from: trusted as an ingress would be, so their traceparent is believed. */
+/** Docker's private networks, which the test's requests come from: named in traceContextFrom, their traceparent is believed. */
 export const DOCKER_NETWORKS = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8'];
 /** Spans leave every 200 ms instead of every second. */
 export const FAST_EXPORT = { name: 'OTEL_BSP_SCHEDULE_DELAY', value: '200' };
@@ -73,6 +73,8 @@ export interface RunningPod {
   name: string;
   baseUrl: string;
   metricsUrl: string;
+  /** The base URL of each named container port (http, metrics, probe), for its probes. */
+  portUrls: Readonly<Record<string, string>>;
   translation: Translation;
   secondsToStart: number;
 }
@@ -117,11 +119,12 @@ export class Pods {
     const name = this.containerName(options.podName);
     const network = ['--network', this.network, ...(options.alias === undefined ? [] : ['--network-alias', options.alias]), ...(options.dockerArgs ?? [])];
     docker(['run', '--detach', '--name', name, ...network, ...translation.args, IMAGE, ...commandArgs(podSpec, container.name)]);
-    const baseUrl = `http://${hostPort(name, containerPort(container, 'http'))}`;
-    const metricsUrl = `http://${hostPort(name, containerPort(container, 'metrics'))}/metrics`;
+    const portUrls = Object.fromEntries((container.ports ?? []).map((p) => [p.name ?? '', `http://${hostPort(name, p.containerPort)}`]));
+    const baseUrl = must(portUrls.http, 'http port');
+    const metricsUrl = `${must(portUrls.metrics, 'metrics port')}/metrics`;
     try {
-      const secondsToStart = await probeUntil('startupProbe', must(container.startupProbe, 'startupProbe'), baseUrl);
-      return { name, baseUrl, metricsUrl, translation, secondsToStart };
+      const secondsToStart = await probeUntil('startupProbe', must(container.startupProbe, 'startupProbe'), portUrls);
+      return { name, baseUrl, metricsUrl, portUrls, translation, secondsToStart };
     } catch (err) {
       throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
     }

@@ -4,6 +4,8 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines } from '../container/docker-host';
 import { sampleValue } from '../support/exposition';
@@ -42,7 +44,7 @@ describe('the rendered Deployment, run as a container', () => {
     for (const name of ['readinessProbe', 'livenessProbe'] as const) {
       const probe = must(container[name], name);
       for (let i = 0; i < 3; i++) {
-        const result = await probeOnce(probe, server.baseUrl);
+        const result = await probeOnce(probe, server.portUrls);
         expect(result.ok, `${name}: ${result.detail}`).toBe(true);
       }
     }
@@ -127,6 +129,30 @@ describe('the rendered Deployment, run as a container', () => {
     expect(run.stdout).toContain('ok POST /product 201');
   });
 
+  it('with its http port held full (maxConnections unfinished request heads, and more): liveness still passes, readiness fails; both pass once they close', async () => {
+    const cap = Number(server.translation.env.get('MAX_CONNECTIONS'));
+    const { hostname, port } = new URL(server.baseUrl);
+    const held: Socket[] = [];
+    try {
+      for (let i = 0; i < cap + 50; i += 250) {
+        const batch = Array.from({ length: Math.min(250, cap + 50 - i) }, () => connect(Number(port), hostname).on('error', () => undefined));
+        await Promise.all(batch.map((socket) => once(socket, 'connect')));
+        for (const socket of batch) socket.write('GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ');
+        held.push(...batch);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const probes = async (): Promise<Record<string, boolean>> => ({
+        livenessProbe: (await probeOnce(must(container.livenessProbe, 'livenessProbe'), server.portUrls)).ok,
+        readinessProbe: (await probeOnce(must(container.readinessProbe, 'readinessProbe'), server.portUrls)).ok,
+      });
+      expect(await probes()).toEqual({ livenessProbe: true, readinessProbe: false });
+      for (const socket of held) socket.destroy();
+      await vi.waitFor(async () => expect(await probes()).toEqual({ livenessProbe: true, readinessProbe: true }), { timeout: 10_000, interval: 500 });
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+  }, 60_000);
+
   it('keeps serving for SHUTDOWN_DELAY after SIGTERM, then exits 0 within the grace period', async () => {
     const delay = Number(server.translation.env.get('SHUTDOWN_DELAY'));
     const grace = must(podSpec.terminationGracePeriodSeconds, 'terminationGracePeriodSeconds');
@@ -144,12 +170,12 @@ describe('the rendered Deployment, run as a container', () => {
   }, 60_000);
 });
 
-describe('the rendered Deployment with otel.endpoint, traceQueryParams and trustedProxies set', () => {
+describe('the rendered Deployment with otel.endpoint, traceQueryParams, trustedProxies and traceContextFrom set', () => {
   it('exports the server span of a traced request with the resource the chart sets (service.name, k8s.*), the query and client address those values allow, and logs its trace_id', async () => {
     const receiver = await startOtlpReceiver('ok', { host: bridgeAddress() });
     try {
       const endpoint = `http://${HOST_NAME}:${new URL(receiver.url).port}`;
-      const traced = deploymentWith({ otel: { endpoint }, traceQueryParams: ['page'], trustedProxies: DOCKER_NETWORKS });
+      const traced = deploymentWith({ otel: { endpoint }, traceQueryParams: ['page'], trustedProxies: DOCKER_NETWORKS, traceContextFrom: DOCKER_NETWORKS });
       const main = mainContainer(traced);
       const pod = { podName: `${deploymentName}-7c9d8f6b5-t7r2m`, nodeName: 'node-b' };
       // HOST_NAME resolves to the Docker host, as cluster DNS would resolve a collector's Service name.
@@ -212,10 +238,10 @@ describe('the rendered Deployment with faults.* set (a game day)', () => {
     const faulty = deploymentWith({ faults: { errorRatio: 1, delaySeconds: 0.2 } });
     const main = mainContainer(faulty);
     // /health is never faulted: the startup probe passes as without faults (pods.start waits for it).
-    const { name, baseUrl, metricsUrl, translation } = await pods.start(faulty, { podName: `${deploymentName}-6f7d9c8b5-g4m3d`, nodeName: 'node-c' });
+    const { name, baseUrl, metricsUrl, portUrls, translation } = await pods.start(faulty, { podName: `${deploymentName}-6f7d9c8b5-g4m3d`, nodeName: 'node-c' });
     expect([translation.env.get('FAULT_ERROR_RATIO'), translation.env.get('FAULT_DELAY')]).toEqual(['1', '0.2']);
     for (const probeName of ['readinessProbe', 'livenessProbe'] as const) {
-      const result = await probeOnce(must(main[probeName], probeName), baseUrl);
+      const result = await probeOnce(must(main[probeName], probeName), portUrls);
       expect(result.ok, `${probeName}: ${result.detail}`).toBe(true);
     }
 

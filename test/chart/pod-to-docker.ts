@@ -3,6 +3,7 @@
 // translate faithfully throws, so a new pod setting cannot be silently dropped from the test.
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync } from 'node:fs';
+import { get } from 'node:http';
 import { join } from 'node:path';
 import type { IContainer, IPodSpec, IProbe, ISecretKeySelector } from 'kubernetes-models/v1';
 import { byName, must } from './helm';
@@ -157,29 +158,31 @@ export function commandArgs(podSpec: IPodSpec, containerName: string): string[] 
   return [...(container.command?.slice(1) ?? []), ...(container.args ?? [])];
 }
 
-/** One HTTP probe as the kubelet sends it: GET with its User-Agent, the probe's timeout, redirects not followed, success on 200-399. */
-export async function probeOnce(probe: IProbe, baseUrl: string): Promise<{ ok: boolean; detail: string }> {
-  const path = must(probe.httpGet, 'httpGet probe').path ?? '/';
-  try {
-    const res = await fetch(`${baseUrl}${path}`, {
-      headers: { 'User-Agent': 'kube-probe/1.34', Accept: '*/*' },
-      redirect: 'manual',
-      signal: AbortSignal.timeout((probe.timeoutSeconds ?? 1) * 1000),
+/**
+ * One HTTP probe as the kubelet sends it: GET with its User-Agent on a new connection (the kubelet
+ * disables keep-alive), the probe's timeout, redirects not followed, success on 200-399.
+ * `portUrls`: the base URL of each named container port, as the host reaches it.
+ */
+export function probeOnce(probe: IProbe, portUrls: Readonly<Record<string, string>>): Promise<{ ok: boolean; detail: string }> {
+  const { path = '/', port } = must(probe.httpGet, 'httpGet probe');
+  const url = `${must(portUrls[String(port)], `the probe's port ${String(port)}`)}${path}`;
+  return new Promise((resolve) => {
+    const req = get(url, { agent: false, headers: { 'User-Agent': 'kube-probe/1.34', Accept: '*/*' }, timeout: (probe.timeoutSeconds ?? 1) * 1000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ ok: (res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 400, detail: `HTTP ${res.statusCode}` }));
     });
-    await res.arrayBuffer();
-    return { ok: res.status >= 200 && res.status < 400, detail: `HTTP ${res.status}` };
-  } catch (err) {
-    return { ok: false, detail: String(err) };
-  }
+    req.on('timeout', () => req.destroy(new Error(`timed out after ${probe.timeoutSeconds ?? 1} s`)));
+    req.on('error', (err) => resolve({ ok: false, detail: String(err) }));
+  });
 }
 
 /** Runs `probe` as the kubelet does: the seconds until successThreshold successes in a row, or throws at failureThreshold failures. */
-export async function probeUntil(name: string, probe: IProbe, baseUrl: string): Promise<number> {
+export async function probeUntil(name: string, probe: IProbe, portUrls: Readonly<Record<string, string>>): Promise<number> {
   const started = Date.now();
   let failures = 0;
   let successes = 0;
   for (;;) {
-    const result = await probeOnce(probe, baseUrl);
+    const result = await probeOnce(probe, portUrls);
     if (result.ok) {
       failures = 0;
       if (++successes >= (probe.successThreshold ?? 1)) return (Date.now() - started) / 1000;

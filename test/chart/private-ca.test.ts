@@ -81,7 +81,7 @@ describe("the chart README's private-CA recipe", () => {
       ...recipe,
       otel: { ...recipe.otel, endpoint },
       extraEnv: [...recipe.extraEnv, FAST_EXPORT],
-      trustedProxies: DOCKER_NETWORKS,
+      traceContextFrom: DOCKER_NETWORKS,
     });
     const pod = await pods.start(deployment, {
       podName: 'products-product-service-ca-1',

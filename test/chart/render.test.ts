@@ -113,11 +113,12 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     expect(podSpec.volumes?.find((v) => v.name === tmp)?.emptyDir).toBeDefined();
   });
 
-  it('probes GET /health on the http port: startup, liveness and readiness', () => {
+  it('probes GET /health: startup and readiness on the http port, liveness on the probe port', () => {
     expect(containerPort(container, 'http')).toBe(Number(envValue(container, 'PORT')));
     expect(containerPort(container, 'metrics')).toBe(Number(envValue(container, 'METRICS_PORT')));
+    expect(containerPort(container, 'probe')).toBe(Number(envValue(container, 'PROBE_PORT')));
     for (const name of ['startupProbe', 'livenessProbe', 'readinessProbe'] as const) {
-      expect(container[name]?.httpGet, name).toEqual({ path: '/health', port: 'http' });
+      expect(container[name]?.httpGet, name).toEqual({ path: '/health', port: name === 'livenessProbe' ? 'probe' : 'http' });
       // A startup probe guards the slow start, so no long initial delays.
       expect(container[name]?.initialDelaySeconds ?? 0, name).toBeLessThanOrEqual(5);
     }

@@ -481,9 +481,9 @@ describe('tracing from the image', () => {
         // The span must reach the collector through the flush at SIGTERM alone.
         '--env',
         'OTEL_BSP_SCHEDULE_DELAY=60000',
-        // The test client reaches the container through Docker's port mapping: trusted, so its traceparent is believed.
+        // The test client reaches the container through Docker's port mapping: named, so its traceparent is believed.
         '--env',
-        'TRUSTED_PROXIES=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,127.0.0.0/8',
+        'TRACE_CONTEXT_FROM=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,127.0.0.0/8',
       ]);
       try {
         await waitForHealth(id, api);

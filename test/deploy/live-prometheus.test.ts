@@ -41,7 +41,9 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       OTEL_BSP_SCHEDULE_DELAY: '200',
       OTEL_SERVICE_NAME: 'product-service',
       CONFIG_REVISION: CONFIG, // as the chart sets it
-      TRUSTED_PROXIES: '127.0.0.1', // the test's client stands in for the proxy that sends X-Request-Start
+      // The test's client stands in for the proxy that sends X-Request-Start.
+      QUEUE_TIME_HEADER: 'X-Request-Start',
+      QUEUE_TIME_FROM: '127.0.0.1',
     });
 
     // The scrape adds the labels a Kubernetes scrape would (namespace, pod), as deploy/compose.yaml does.

@@ -15,8 +15,8 @@ export interface InProcessOverrides {
   issueProductId?: ServiceDependencies['issueProductId'];
   /** Faults injected into POST /product, as FAULT_ERROR_RATIO and FAULT_DELAY set them. */
   faults?: Faults;
-  /** TRUSTED_PROXIES, as the variable is written. */
-  trustedProxies?: string;
+  /** More variables, as they are written (QUEUE_TIME_HEADER, QUEUE_TIME_FROM, ...). */
+  env?: Record<string, string>;
 }
 
 /**
@@ -31,14 +31,14 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
       callback();
     },
   });
-  const config = parseConfig({ HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', TRUSTED_PROXIES: overrides.trustedProxies });
+  const config = parseConfig({ HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...overrides.env });
   const logger = createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination });
   const faults = overrides.faults ?? config;
   const metrics = createMetrics({
     service: { name: 'product-service', version: 'test', revision: 'test', config: 'test' },
     processMetrics: false,
     faults,
-    trustedProxies: config.trustedProxies,
+    queueTime: config.queueTime,
   });
   const service = createService({
     config: { ...config, ...overrides.faults, bodyLimit: overrides.bodyLimit ?? config.bodyLimit },

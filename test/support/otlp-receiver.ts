@@ -221,6 +221,8 @@ function spansOf(request: Message) {
       status: { code: status.int(3, 'code'), message: status.string(2, 'message') },
       /** Event{time_unix_nano(1), name(2), attributes(3)}: an exception is `exception` with exception.type, .message and .stacktrace. */
       events: span.list(11, 'events').map((event) => ({ name: event.string(2, 'name'), attributes: attributesOf(event, 3) })),
+      /** Link{trace_id(1), span_id(2)}: the span contexts the span is linked to. */
+      links: span.list(13, 'links').map((link) => ({ traceId: link.id(1, 'traceId'), spanId: link.id(2, 'spanId') })),
     };
   });
 }

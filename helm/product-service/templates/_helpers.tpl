@@ -394,6 +394,8 @@ SIGURG
   value: {{ .Values.containerPorts.http | quote }}
 - name: METRICS_PORT
   value: {{ .Values.containerPorts.metrics | quote }}
+- name: PROBE_PORT
+  value: {{ .Values.containerPorts.probe | quote }}
 - name: LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
 - name: MAX_CONNECTIONS
@@ -408,6 +410,18 @@ SIGURG
 {{- end }}
 {{- with .Values.trustedProxies }}
 - name: TRUSTED_PROXIES
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.traceContextFrom }}
+- name: TRACE_CONTEXT_FROM
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.queueTimeHeader }}
+- name: QUEUE_TIME_HEADER
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.queueTimeFrom }}
+- name: QUEUE_TIME_FROM
   value: {{ join "," . | quote }}
 {{- end }}
 - name: NODE_OPTIONS

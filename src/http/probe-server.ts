@@ -1,0 +1,23 @@
+import type { Server } from 'node:http';
+import type { Logger } from '../observability/logger';
+import { problemAnswer, sendProblem } from './problem';
+import { createHttpServer, type ServerOptions } from './server';
+
+/** The kubelet opens one connection per probe (startup, liveness, readiness): room for a few at once, a bound for anything else. */
+const PROBE_MAX_CONNECTIONS = 16;
+
+/**
+ * Liveness on a listener of its own (as kube-proxy's healthz or Envoy's admin port): clients that
+ * hold every connection of the API or metrics port cannot fail it, while a stuck event loop does.
+ */
+export function createProbeServer(logger: Logger, options: ServerOptions = {}): Server {
+  return createHttpServer(
+    (req, res) => {
+      if ((req.url ?? '/').split('?')[0] !== '/health') return sendProblem(res, problemAnswer(404));
+      res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': 2 });
+      res.end(req.method === 'HEAD' ? undefined : 'ok');
+    },
+    { logger, maxConnections: PROBE_MAX_CONNECTIONS },
+    options,
+  );
+}
