@@ -215,9 +215,11 @@ describe('image configuration', () => {
     expect(c.Cmd ?? []).toEqual([]);
     expect(c.Env).toContain('NODE_ENV=production');
     expect(c.Env).toContain('NODE_COMPILE_CACHE=/app/compile-cache');
-    expect(c.Env.find((e) => e.startsWith('NODE_OPTIONS='))?.split(/[= ]/)).toEqual(
-      expect.arrayContaining(['--disable-sigusr1', ...SERVICE_NODE_OPTIONS.split(' ')]),
-    );
+    expect(
+      c.Env.find((e) => e.startsWith('NODE_OPTIONS='))
+        ?.slice('NODE_OPTIONS='.length)
+        .split(' '),
+    ).toEqual(expect.arrayContaining(['--disable-sigusr1', ...SERVICE_NODE_OPTIONS.split(' ')]));
     expect(c.Env.filter((e) => e.startsWith('OTEL_BSP_'))).toEqual([]);
     expect(c.Env).toContain(`BUILD_REVISION=${built.revision}`);
     expect(Object.keys(c.ExposedPorts).sort()).toEqual(['8080/tcp', '9464/tcp']);
