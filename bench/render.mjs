@@ -130,7 +130,7 @@ function soakTable({ soak }) {
 function goalTable({ goals }) {
   const lines = header(['goal', 'limit', 'measured', 'met']);
   for (const g of goals) {
-    const measured = g.value === undefined || Number.isNaN(g.value) ? 'not measured' : `${f(g.value, 2)} ${g.unit}`;
+    const measured = g.value === undefined || Number.isNaN(g.value) ? (g.unmeasured ?? 'not measured') : `${f(g.value, 2)} ${g.unit}`;
     lines.push(row([g.goal, g.limit, measured, g.met === null ? '–' : g.met ? 'yes' : 'no']));
   }
   return lines;

@@ -102,7 +102,16 @@ export function goals(summary, rate, soakResults, startups) {
   const off = summary['service-off'];
   const atGoalRate = rateSummary(rate, ['service-full']).find((r) => r.spec === GOAL_RATE);
   const soakFull = soakResults.find((r) => r.config === 'service-full');
-  const g = (goal, limit, value, unit, ok) => ({ goal, limit, value, unit, met: value === undefined || Number.isNaN(value) ? null : ok });
+  /** `unmeasured` says why there is no value (a fixed rate run, but no round of it valid). */
+  const g = (goal, limit, value, unit, ok, unmeasured) => ({
+    goal,
+    limit,
+    value,
+    unit,
+    unmeasured,
+    met: value === undefined || Number.isNaN(value) ? null : ok,
+  });
+  const noValidRound = atGoalRate && atGoalRate.validRounds === 0 ? 'no valid round (the machine was the tail)' : undefined;
   // The start-up-only samples when there are any (more of them, no load before), else the rounds'.
   const startupOf = (name) => {
     const only = startups.filter((x) => x.config === name).map((x) => x.startupMs);
@@ -122,8 +131,15 @@ export function goals(summary, rate, soakResults, startups) {
       soakFull ? soakFull.rssAtEndMb <= soakFull.rssAt60sMb * 1.05 : null,
     ),
     g('start-up to first healthy /health, tracing on, vs plain node:http', '≤ 6x', startupRatio, 'x', startupRatio <= 6),
-    g(`full observability at ${GOAL_RATE} req/s (about half a core): p99, valid rounds`, '≤ 5 ms', atGoalRate?.p99Ms, 'ms', atGoalRate?.p99Ms <= 5),
-    g(`… × plain node:http's p99 at ${GOAL_RATE} req/s, same round`, '≤ 3x', atGoalRate?.p99RatioToPlain, 'x', atGoalRate?.p99RatioToPlain <= 3),
+    g(
+      `full observability at ${GOAL_RATE} req/s (about half a core): p99, valid rounds`,
+      '≤ 5 ms',
+      atGoalRate?.p99Ms,
+      'ms',
+      atGoalRate?.p99Ms <= 5,
+      noValidRound,
+    ),
+    g(`… × plain node:http's p99 at ${GOAL_RATE} req/s, same round`, '≤ 3x', atGoalRate?.p99RatioToPlain, 'x', atGoalRate?.p99RatioToPlain <= 3, noValidRound),
     g('full observability: spans dropped or failed at the fixed rates', '0', lost, 'spans', lost === 0),
   ];
 }
