@@ -6,7 +6,18 @@
 //
 //   sh scripts/node.sh bench/ab.mjs --builds base=/path/to/old,new=. [--rounds 7]
 import { parseArgs } from 'node:util';
-import { SERVICE, checkResponses, closedLoad, cpuMicros, median, pinToLoadCore, startServer, startSink } from './lib.mjs';
+import {
+  SERVICE,
+  SERVICE_NODE_ARGS,
+  SERVICE_NODE_OPTIONS,
+  checkResponses,
+  closedLoad,
+  cpuMicros,
+  median,
+  pinToLoadCore,
+  startServer,
+  startSink,
+} from './lib.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -21,7 +32,7 @@ const configs = ['default', 'otlp'];
 
 pinToLoadCore();
 const sink = await startSink();
-const imageNodeOptions = { NODE_OPTIONS: '--max-semi-space-size=16' };
+const imageNodeOptions = { NODE_OPTIONS: SERVICE_NODE_OPTIONS };
 const envs = {
   default: { ...imageNodeOptions, LOG_LEVEL: 'info' },
   otlp: { ...imageNodeOptions, LOG_LEVEL: 'info', OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.port}`, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' },
@@ -31,7 +42,7 @@ try {
   for (let round = 0; round < Number(args.rounds); round += 1) {
     for (const config of configs) {
       for (const name of round % 2 === 0 ? names : [...names].reverse()) {
-        const server = await startServer(`ab-${name}-${config}`, { args: SERVICE, cwd: builds[name], env: envs[config] });
+        const server = await startServer(`ab-${name}-${config}`, { args: SERVICE, nodeArgs: SERVICE_NODE_ARGS, cwd: builds[name], env: envs[config] });
         await checkResponses(name, server.port);
         await closedLoad(server.port, 2, 50);
         const before = cpuMicros(server.pid);

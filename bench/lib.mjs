@@ -7,6 +7,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from './process-flags.mjs';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 export const BENCH = path.join(ROOT, 'bench');
@@ -14,6 +15,8 @@ export const RESULTS = path.join(BENCH, 'results');
 export const NODE = process.execPath;
 
 export const SERVICE = ['dist/main.js'];
+
+export { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from './process-flags.mjs';
 
 /**
  * A copy of the build, so that a rebuild during a long run cannot mix two builds in one set of
@@ -55,12 +58,12 @@ export function configurations(sinkPort, serviceDir = ROOT, againstDir = undefin
     OTEL_TRACES_SAMPLER: 'always_on',
     LOG_LEVEL: 'info',
   };
-  // The young generation's size the image and the chart set (Dockerfile, NODE_OPTIONS).
-  const imageNodeOptions = { NODE_OPTIONS: '--max-semi-space-size=16' };
+  const imageNodeOptions = { NODE_OPTIONS: SERVICE_NODE_OPTIONS };
   const service = {
     'service-off': {
       title: 'product-service, observability off',
       args: SERVICE,
+      nodeArgs: SERVICE_NODE_ARGS,
       cwd: serviceDir,
       env: { ...imageNodeOptions, OTEL_SDK_DISABLED: 'true', LOG_LEVEL: 'silent' },
       traced: false,
@@ -68,6 +71,7 @@ export function configurations(sinkPort, serviceDir = ROOT, againstDir = undefin
     'service-full': {
       title: 'product-service, full observability',
       args: SERVICE,
+      nodeArgs: SERVICE_NODE_ARGS,
       cwd: serviceDir,
       env: { ...imageNodeOptions, ...fullObservability },
       traced: true,
@@ -125,6 +129,34 @@ export function cpuSplit(pid) {
 }
 
 export const cpuMicros = (pid) => Object.values(cpuSplit(pid)).reduce((a, b) => a + b);
+
+/**
+ * Scheduler times of a server process from schedstat (Documentation/scheduler/sched-stats.rst), in
+ * ns: how long its main thread (the event loop) waited runnable for a CPU, and how long its other
+ * threads (GC helpers, libuv's pool, the exporter's I/O) ran. The server is pinned to one core, so
+ * the wait minus the other threads' run time is at least what other processes made it wait.
+ */
+export function schedTimes(pid) {
+  const fields = (tid) => fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+  let othersRunNs = 0;
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      if (tid !== String(pid)) othersRunNs += fields(tid)[0];
+    } catch {
+      /* a thread that ended */
+    }
+  }
+  return { mainWaitNs: fields(pid)[1], othersRunNs };
+}
+
+/** Microseconds in which some runnable task of the machine waited for a CPU (PSI, `some ... total=`); NaN without PSI. */
+export function cpuPressureUs() {
+  try {
+    return Number(/^some .*total=(\d+)/m.exec(fs.readFileSync('/proc/pressure/cpu', 'utf8'))?.[1] ?? NaN);
+  } catch {
+    return NaN;
+  }
+}
 
 /** Resident set size in MB (VmRSS), or NaN once the process is gone. */
 export function rssMb(pid) {

@@ -10,6 +10,7 @@
 //
 // Usage: node bench/load-open.mjs '{"port":8080,"path":"/product","rate":5000,"duration":10,"connections":64}'
 // Prints one line: OPENLOOP_JSON {...}
+import fs from 'node:fs';
 import net from 'node:net';
 import { setImmediate } from 'node:timers';
 
@@ -100,6 +101,10 @@ const connections = Array.from({ length: o.connections ?? 64 }, () => new Connec
 await Promise.all(connections.map((c) => c.ready));
 free.push(...connections);
 
+// This thread's own wait for a CPU (schedstat's second field, ns): a delayed sender or reader is the
+// machine's tail too, not the server's.
+const waitNs = () => Number(fs.readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[1]);
+const wait0 = waitNs();
 const t0 = performance.now();
 let next = 0;
 await new Promise((resolve) => {
@@ -121,6 +126,7 @@ await new Promise((resolve) => {
   tick();
 });
 const sendEnd = performance.now();
+const waitPct = ((waitNs() - wait0) / 1e6 / (sendEnd - t0)) * 100;
 while (performance.now() - sendEnd < 5000 && (backlog.length > 0 || free.length < connections.length)) {
   await new Promise((r) => setTimeout(r, 5));
 }
@@ -143,6 +149,7 @@ process.stdout.write(
       errors: total - completed,
       socket_errors: socketErrors,
       lost_on_close: lost,
+      wait_pct: waitPct,
       latency_ms: {
         p50: pct(fromIntended, 50),
         p90: pct(fromIntended, 90),

@@ -1,7 +1,20 @@
 // One measurement of one configuration, on a server process of its own. See bench/README.md,
 // "How it measures", for the steps and why they are taken.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkResponses, closedLoad, cpuMicros, cpuSplit, max, openLoad, rssMb, scrapeSdkCounters, startServer, withRssSampling } from './lib.mjs';
+import {
+  checkResponses,
+  closedLoad,
+  cpuMicros,
+  cpuPressureUs,
+  cpuSplit,
+  max,
+  openLoad,
+  rssMb,
+  scrapeSdkCounters,
+  startServer,
+  schedTimes,
+  withRssSampling,
+} from './lib.mjs';
 
 async function withServer(name, config, measure) {
   const server = await startServer(name, config);
@@ -66,6 +79,9 @@ export function measureClosed(name, config, sink, opts) {
 }
 
 /**
+ * One fixed-rate window, with what tells the service's tail from the machine's: how long the server's
+ * event-loop thread waited for a CPU (and how much of that other processes caused), the load
+ * generator's own wait, and how long any task of the machine waited (PSI), as shares of the window.
  * @param {{warmup: number, rateWarmup: number, duration: number, connections: number}} opts
  */
 export function measureRate(name, config, rate, opts) {
@@ -73,8 +89,13 @@ export function measureRate(name, config, rate, opts) {
     await checkResponses(name, server.port);
     if (opts.warmup > 0) await closedLoad(server.port, opts.warmup, opts.connections);
     if (opts.rateWarmup > 0) await openLoad(server.port, opts.rateWarmup, Math.round(rate));
-    const cpuBefore = cpuMicros(server.pid);
+    const before = { cpu: cpuMicros(server.pid), sched: schedTimes(server.pid), pressureUs: cpuPressureUs(), at: performance.now() };
     const r = await openLoad(server.port, opts.duration, Math.round(rate));
+    const windowUs = (performance.now() - before.at) * 1000;
+    const sched = schedTimes(server.pid);
+    const waitNs = sched.mainWaitNs - before.sched.mainWaitNs;
+    const othersNs = sched.othersRunNs - before.sched.othersRunNs;
+    const pressureUs = cpuPressureUs() - before.pressureUs;
     const cpuAfter = cpuMicros(server.pid);
     return {
       config: name,
@@ -85,7 +106,13 @@ export function measureRate(name, config, rate, opts) {
       p999Ms: r.latency_ms.p999,
       maxMs: r.latency_ms.max,
       errors: r.errors + r.non2xx,
-      cpuUsPerRequest: (cpuAfter - cpuBefore) / r.requests,
+      cpuUsPerRequest: (cpuAfter - before.cpu) / r.requests,
+      waitPct: (waitNs / 1000 / windowUs) * 100,
+      // The part of that wait other processes caused (at least): the machine's, not the service's.
+      machineWaitPct: (Math.max(0, waitNs - othersNs) / 1000 / windowUs) * 100,
+      loadWaitPct: r.wait_pct,
+      pressurePct: (pressureUs / windowUs) * 100,
+      sdk: config.scrapeSdk ? await scrapeSdkCounters(server.metricsPort) : undefined,
     };
   });
 }

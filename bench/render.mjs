@@ -1,6 +1,7 @@
 // The Markdown of a result: the tables bench/results/latest.md holds and docs/performance.md
 // shows. Rendered from the result JSON alone, so `run.mjs --render` can write them again.
 import { AGAINST, max, median, min } from './lib.mjs';
+import { MAX_WAIT_PCT, rateSummary } from './summary.mjs';
 
 export const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '–');
 
@@ -55,27 +56,52 @@ function closedTable({ meta, summary }) {
 }
 
 function rateTable({ meta, rate }) {
+  const rates = meta.options.rates ?? [meta.options.rate ?? 'half'];
   const lines = [
-    `Fixed rate (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time), at ${meta.options.rate ? `${meta.options.rate} req/s` : "half of each configuration's median closed-loop throughput"}${meta.options.rateWarmup ? `, measured after ${meta.options.rateWarmup} s at that rate` : ''}; medians over the rounds:`,
+    `Fixed rates (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time): ${rates.map((x) => (x === 'half' ? "half of each configuration's median closed-loop throughput" : `${x} req/s`)).join(', ')}${meta.options.rateWarmup ? `, each window after ${meta.options.rateWarmup} s at that rate` : ''}. A round is valid when other processes made neither the server's event-loop thread nor the load generator's wait for a CPU more than ${MAX_WAIT_PCT} % of the window (schedstat; the server's wait minus its other threads' run time, as it is pinned to one core); latencies are medians over the valid rounds, "–" when none was. Floor: plain node:http's p99 at the same rate in the same round.`,
     '',
-    ...header(['configuration', 'target req/s', 'achieved req/s', 'p50 ms', 'p99 ms', 'p99 ms, best round', 'p99.9 ms', 'max ms', 'CPU µs/request', 'errors']),
+    ...header([
+      'rate',
+      'configuration',
+      'achieved req/s',
+      'valid rounds',
+      'p50 ms',
+      'p99 ms',
+      'floor p99 ms',
+      '× floor',
+      'p99 ms, all rounds',
+      'p99.9 ms',
+      'max ms',
+      'CPU µs/request',
+      'server thread CPU wait % (max)',
+      'of which other processes %',
+      'load generator CPU wait %',
+      'machine CPU pressure %',
+      'spans lost',
+      'errors',
+    ]),
   ];
-  for (const name of meta.configs) {
-    const rs = rate.filter((r) => r.config === name);
-    if (!rs.length) continue;
-    const m = (k) => median(rs.map((r) => r[k]));
+  for (const r of rateSummary(rate, meta.configs)) {
     lines.push(
       row([
-        name,
-        f(m('targetRps'), 0),
-        f(m('rps'), 0),
-        f(m('p50Ms'), 2),
-        f(m('p99Ms'), 2),
-        f(min(rs.map((r) => r.p99Ms)), 2),
-        f(m('p999Ms'), 2),
-        f(m('maxMs'), 1),
-        f(m('cpuUsPerRequest')),
-        rs.reduce((a, r) => a + r.errors, 0),
+        r.spec === 'half' ? `half (${f(r.targetRps, 0)})` : String(r.spec),
+        r.config,
+        f(r.rps, 0),
+        `${r.validRounds}/${r.rounds}`,
+        f(r.p50Ms, 2),
+        f(r.p99Ms, 2),
+        f(r.floorP99Ms, 2),
+        f(r.p99RatioToPlain, 2),
+        f(r.p99MsAll, 2),
+        f(r.p999Ms, 2),
+        f(r.maxMs, 1),
+        f(r.cpuUsPerRequest),
+        `${f(r.waitPct, 2)} (${f(r.waitPctMax, 2)})`,
+        f(r.machineWaitPct, 2),
+        f(r.loadWaitPct, 2),
+        f(r.pressurePct, 1),
+        r.spansLost,
+        r.errors,
       ]),
     );
   }
@@ -104,7 +130,7 @@ function soakTable({ soak }) {
 function goalTable({ goals }) {
   const lines = header(['goal', 'limit', 'measured', 'met']);
   for (const g of goals) {
-    const measured = g.value === undefined || Number.isNaN(g.value) ? 'not measured' : `${f(g.value, 2)} ${g.unit}`;
+    const measured = g.value === undefined || Number.isNaN(g.value) ? (g.unmeasured ?? 'not measured') : `${f(g.value, 2)} ${g.unit}`;
     lines.push(row([g.goal, g.limit, measured, g.met === null ? '–' : g.met ? 'yes' : 'no']));
   }
   return lines;

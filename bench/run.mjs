@@ -13,6 +13,7 @@ import {
   RESULTS,
   ROOT,
   SERVER_CORE,
+  SERVICE_NODE_ARGS,
   configurations,
   logDir,
   machineInfo,
@@ -35,19 +36,20 @@ const { values: args } = parseArgs({
     connections: { type: 'string' },
     configs: { type: 'string' },
     'rate-mode': { type: 'boolean' },
-    rate: { type: 'string' }, // fixed rate (req/s) instead of half of each config's max
+    rate: { type: 'string' }, // fixed rates, comma-separated: req/s, or `half` (of each configuration's closed-loop max)
     'rate-rounds': { type: 'string' }, // rounds of the fixed-rate phase (default: --rounds)
     soak: { type: 'string' }, // seconds of sustained load of service-full for the RSS growth check
     startup: { type: 'string' }, // extra start-up-only samples per configuration
     render: { type: 'string' }, // re-write the Markdown (and docs/performance.md) from an existing result JSON
     against: { type: 'string' }, // another build (dist/ + package.json) to run beside this one
     'against-env': { type: 'string' }, // variables for the @against configurations only, e.g. the old defaults
+    'against-args': { type: 'string' }, // Node flags for the @against configurations instead of the image's (`''`: none)
     smoke: { type: 'boolean' },
   },
 });
 
 const smoke = Boolean(args.smoke);
-if (args['against-env'] && !args.against) throw new Error('--against-env needs --against DIR');
+if ((args['against-env'] || args['against-args'] !== undefined) && !args.against) throw new Error('--against-env and --against-args need --against DIR');
 
 function envPairs(text = '') {
   return Object.fromEntries(
@@ -71,7 +73,9 @@ const opts = {
   idle: smoke ? 0.2 : 1,
   connections: Number(args.connections ?? 50),
   rateMode: Boolean(args['rate-mode'] || smoke),
-  rate: args.rate ? Number(args.rate) : undefined,
+  // Absolute rates, so that every configuration (plain node:http the floor) is measured at the
+  // same load; 1,000 req/s is about half a core of the traced service; `half` is each one's own half.
+  rates: (args.rate ?? '300,1000,half').split(',').map((x) => (x === 'half' ? x : Number(x))),
   rateRounds: Number(args['rate-rounds'] ?? (args.rounds === '0' ? 3 : (args.rounds ?? (smoke ? 1 : 5)))),
   // A traced process's first seconds have one-time stalls (lazy compilation, the first exports)
   // that would otherwise set a short window's p99.
@@ -79,6 +83,7 @@ const opts = {
   soak: args.soak ? Number(args.soak) : 0,
   startup: Number(args.startup ?? 0),
   againstEnv: envPairs(args['against-env']),
+  againstArgs: args['against-args']?.split(' ').filter(Boolean),
   configs: args.against ? configs.flatMap((n) => (SERVICE_CONFIGS.includes(n) ? [n, `${n}${AGAINST}`] : [n])) : configs,
   // Only a full run of this build replaces the committed results; *.tmp is gitignored.
   out: path.join(RESULTS, smoke ? 'smoke.tmp' : args.against ? 'ab.tmp' : ''),
@@ -133,15 +138,19 @@ async function measureAll(all, sink) {
 
   let rate = [];
   if (opts.rateMode) {
-    if (!opts.rate && samples.length === 0) throw new Error('--rate-mode without closed-loop rounds needs --rate N');
+    const rates = samples.length ? opts.rates : opts.rates.filter((x) => x !== 'half');
+    if (rates.length === 0) throw new Error('--rate half needs closed-loop rounds');
     rate = await interleaved(
       opts.rateRounds,
-      opts.configs,
-      (name, round) => `${name} fixed-rate round ${round}`,
-      async (name, round) => ({ round, ...(await measureRate(name, all[name], opts.rate ?? summary[name].rps / 2, opts)) }),
+      rates.flatMap((spec) => opts.configs.map((name) => ({ spec, name }))),
+      ({ spec, name }, round) => `${name} at ${spec} req/s, fixed-rate round ${round}`,
+      async ({ spec, name }, round) => ({ round, spec, ...(await measureRate(name, all[name], spec === 'half' ? summary[name].rps / 2 : spec, opts)) }),
       (r, what) => {
-        console.error(`rate  ${r.round} ${r.config.padEnd(16)} ${f(r.rps, 0)}/${r.targetRps} req/s  p50 ${f(r.p50Ms, 2)} ms  p99 ${f(r.p99Ms, 2)} ms`);
+        console.error(
+          `rate  ${r.round} ${r.config.padEnd(16)} ${f(r.rps, 0)}/${r.targetRps} req/s  p50 ${f(r.p50Ms, 2)} ms  p99 ${f(r.p99Ms, 2)} ms  thread wait ${f(r.waitPct, 2)} % (others' ${f(r.machineWaitPct, 2)} %, load ${f(r.loadWaitPct, 2)} %)  CPU pressure ${f(r.pressurePct, 1)} %`,
+        );
         if (r.errors > 0) note(`${what}: ${r.errors} failed requests`);
+        if (r.sdk && (r.sdk.dropped > 0 || r.sdk.exportFailed > 0)) note(`${what}: ${r.sdk.dropped} spans dropped, ${r.sdk.exportFailed} failed to export`);
       },
     );
   }
@@ -181,7 +190,11 @@ async function main() {
   const sink = await startSink();
   try {
     const all = configurations(sink.port, serviceDir, againstDir);
-    for (const [name, config] of Object.entries(all)) if (name.endsWith(AGAINST)) config.env = { ...config.env, ...opts.againstEnv };
+    for (const [name, config] of Object.entries(all)) {
+      if (!name.endsWith(AGAINST)) continue;
+      config.env = { ...config.env, ...opts.againstEnv };
+      if (opts.againstArgs) config.nodeArgs = opts.againstArgs;
+    }
     for (const name of opts.configs) if (!all[name]) throw new Error(`unknown configuration ${name}; known: ${Object.keys(all).join(', ')}`);
     const measured = await measureAll(all, sink);
     // The other build's revision when its directory says (a REVISION file, as `git rev-parse` wrote it).
@@ -201,7 +214,7 @@ async function main() {
           againstDir &&
           `the build given to --against${revision ? ` (revision ${revision})` : ''}, copied to ${path.relative(ROOT, againstDir)}${
             args['against-env'] ? `, run with ${args['against-env']}` : ''
-          }`,
+          }${args['against-args'] !== undefined ? `, Node flags \`${args['against-args']}\` instead of \`${SERVICE_NODE_ARGS.join(' ')}\`` : ''}`,
       },
       ...measured,
       problems,

@@ -41,20 +41,86 @@ export function summarise(samples, names) {
   return summary;
 }
 
+/**
+ * A fixed-rate row is valid when other processes made neither the server's event-loop thread nor
+ * the load generator's wait for a CPU more than this share of the window: a wait is a scheduler
+ * slice (milliseconds), so beyond 1 % other work's slices reach the slowest 1 % of requests. The
+ * server's own threads (parallel GC) are the service's tail, not the machine's.
+ */
+export const MAX_WAIT_PCT = 1;
+export const validRow = (r) => (r.machineWaitPct ?? r.waitPct) <= MAX_WAIT_PCT && !(r.loadWaitPct > MAX_WAIT_PCT);
+
+/** The rate at which the latency goals are judged: about half a core of the traced service. */
+export const GOAL_RATE = 1000;
+
+/**
+ * The fixed-rate rows by rate and configuration: medians over all rounds and over the valid ones,
+ * and the floor, plain node:http's p99 at the same rate in the same round (both rows valid).
+ */
+export function rateSummary(rate, names) {
+  const specs = [...new Set(rate.map((r) => r.spec ?? 'half'))];
+  return specs.flatMap((spec) =>
+    names.flatMap((name) => {
+      const rs = rate.filter((r) => (r.spec ?? 'half') === spec && r.config === name);
+      if (!rs.length) return [];
+      const valid = rs.filter(validRow);
+      const m = (k, xs = rs) => median(xs.map((r) => r[k]));
+      const floors =
+        spec === 'half' ? [] : valid.map((r) => rate.find((b) => b.config === BASE && b.spec === spec && b.round === r.round)).filter((b) => b && validRow(b));
+      const ratios = spec === 'half' ? [] : valid.flatMap((r) => floors.filter((b) => b.round === r.round).map((b) => r.p99Ms / b.p99Ms));
+      return [
+        {
+          spec,
+          config: name,
+          rounds: rs.length,
+          validRounds: valid.length,
+          targetRps: m('targetRps'),
+          rps: m('rps'),
+          p50Ms: m('p50Ms', valid),
+          p99Ms: m('p99Ms', valid),
+          p99MsAll: m('p99Ms'),
+          p999Ms: m('p999Ms', valid),
+          maxMs: m('maxMs', valid),
+          floorP99Ms: median(floors.map((b) => b.p99Ms)),
+          p99RatioToPlain: median(ratios),
+          cpuUsPerRequest: m('cpuUsPerRequest'),
+          waitPct: m('waitPct'),
+          waitPctMax: max(rs.map((r) => r.waitPct)),
+          machineWaitPct: m('machineWaitPct'),
+          loadWaitPct: m('loadWaitPct'),
+          pressurePct: m('pressurePct'),
+          errors: rs.reduce((a, r) => a + r.errors, 0),
+          spansLost: rs.reduce((a, r) => a + (r.sdk ? r.sdk.dropped + r.sdk.exportFailed : 0), 0),
+        },
+      ];
+    }),
+  );
+}
+
 export function goals(summary, rate, soakResults, startups) {
   const full = summary['service-full'];
   const off = summary['service-off'];
-  const rateFull = rate.filter((r) => r.config === 'service-full');
+  const atGoalRate = rateSummary(rate, ['service-full']).find((r) => r.spec === GOAL_RATE);
   const soakFull = soakResults.find((r) => r.config === 'service-full');
-  const g = (goal, limit, value, unit, ok) => ({ goal, limit, value, unit, met: value === undefined || Number.isNaN(value) ? null : ok });
+  /** `unmeasured` says why there is no value (a fixed rate run, but no round of it valid). */
+  const g = (goal, limit, value, unit, ok, unmeasured) => ({
+    goal,
+    limit,
+    value,
+    unit,
+    unmeasured,
+    met: value === undefined || Number.isNaN(value) ? null : ok,
+  });
+  const noValidRound = atGoalRate && atGoalRate.validRounds === 0 ? 'no valid round (the machine was the tail)' : undefined;
   // The start-up-only samples when there are any (more of them, no load before), else the rounds'.
   const startupOf = (name) => {
     const only = startups.filter((x) => x.config === name).map((x) => x.startupMs);
     return only.length ? median(only) : summary[name]?.startupMs;
   };
   const startupRatio = startupOf('service-full') / startupOf(BASE);
+  const lost = atGoalRate && rateSummary(rate, ['service-full']).reduce((a, r) => a + r.spansLost, 0);
   return [
-    g('full observability: CPU/request vs plain node:http', '≤ 4.5x', full?.cpuRatio, 'x', full?.cpuRatio <= 4.5),
+    g('full observability: CPU/request vs plain node:http', '≤ 7x (the brief; 6.77x before #38)', full?.cpuRatio, 'x', full?.cpuRatio <= 7),
     g('observability off: CPU/request vs plain node:http', '≤ 2.5x', off?.cpuRatio, 'x', off?.cpuRatio <= 2.5),
     g('RSS under full load (peak, worst round)', '≤ 200 MB', full?.rssPeakMaxMb, 'MB', full?.rssPeakMaxMb <= 200),
     g(
@@ -64,13 +130,16 @@ export function goals(summary, rate, soakResults, startups) {
       'MB',
       soakFull ? soakFull.rssAtEndMb <= soakFull.rssAt60sMb * 1.05 : null,
     ),
-    g('start-up to first healthy /health, tracing on, vs plain node:http', '≤ 8x', startupRatio, 'x', startupRatio <= 8),
+    g('start-up to first healthy /health, tracing on, vs plain node:http', '≤ 6x', startupRatio, 'x', startupRatio <= 6),
     g(
-      'p99 latency at half the max throughput',
-      '< 5 ms',
-      rateFull.length ? median(rateFull.map((r) => r.p99Ms)) : undefined,
+      `full observability at ${GOAL_RATE} req/s (about half a core): p99, valid rounds`,
+      '≤ 5 ms',
+      atGoalRate?.p99Ms,
       'ms',
-      median(rateFull.map((r) => r.p99Ms)) < 5,
+      atGoalRate?.p99Ms <= 5,
+      noValidRound,
     ),
+    g(`… × plain node:http's p99 at ${GOAL_RATE} req/s, same round`, '≤ 3x', atGoalRate?.p99RatioToPlain, 'x', atGoalRate?.p99RatioToPlain <= 3, noValidRound),
+    g('full observability: spans dropped or failed at the fixed rates', '0', lost, 'spans', lost === 0),
   ];
 }

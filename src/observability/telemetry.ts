@@ -50,8 +50,11 @@ type KoaLayerTypes = NonNullable<
 /**
  * Defaults for standard variables, each applied only when unset, so a user's value wins. Local
  * resource detectors only (no cloud metadata calls at start-up); attribute values capped so huge
- * headers cannot swell the export queue; smaller, more frequent span batches because encoding a
- * batch blocks the event loop (docs/performance.md, "Span batches").
+ * headers cannot swell the export queue; span batches sent at least every 200 ms, because a span
+ * that waits for its batch survives young-generation collections, which copy it, and of at most
+ * 128 spans, because the processor sends one batch at a time and smaller ones cannot keep up with a
+ * saturated process (docs/performance.md, "Span batches"). NodeSDK reads OTEL_BSP_* for the
+ * processor it builds, as here.
  */
 const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,koa,pino',
@@ -62,7 +65,7 @@ const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_LOG_LEVEL: 'warn',
   OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '1024',
   OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '128',
-  OTEL_BSP_SCHEDULE_DELAY: '1000',
+  OTEL_BSP_SCHEDULE_DELAY: '200',
 };
 
 /** A queue set below the default batch size gets a batch of its own size, without the SDK's warning. */

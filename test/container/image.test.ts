@@ -16,6 +16,7 @@ import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { ROOT } from '../support/paths';
 import { VERSION } from '../support/service-process';
 import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from './docker-host';
+import { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from '../../bench/process-flags.mjs';
 
 // PRODUCT_SERVICE_IMAGE: an image made elsewhere to test instead (image.yml's pushed archive, release.yml's
 // pinned digest), with the version, revision and source it was built with, which its labels must carry.
@@ -198,7 +199,7 @@ describe('base images', () => {
 });
 
 describe('image configuration', () => {
-  it('runs node itself on dist/main.js (exec form, no npm, shell or flags) as a numeric non-root user; sets NODE_ENV, the compile cache, the build revision, ports, stop signal and OCI labels', () => {
+  it('runs node itself on dist/main.js (exec form, no npm or shell) with the Node flags the bench measured (bench/process-flags.mjs) as a numeric non-root user; sets NODE_ENV, the compile cache, the build revision, ports, stop signal and OCI labels', () => {
     const c = JSON.parse(docker(['image', 'inspect', '--format', '{{json .Config}}', IMAGE])) as {
       User: string;
       Entrypoint: string[] | null;
@@ -210,11 +211,16 @@ describe('image configuration', () => {
     };
     // Numeric: what runAsNonRoot can verify.
     expect(c.User).toBe('65532:65532');
-    expect(c.Entrypoint).toEqual(['/nodejs/bin/node', '/app/dist/main.js']);
+    expect(c.Entrypoint).toEqual(['/nodejs/bin/node', ...SERVICE_NODE_ARGS, '/app/dist/main.js']);
     expect(c.Cmd ?? []).toEqual([]);
     expect(c.Env).toContain('NODE_ENV=production');
     expect(c.Env).toContain('NODE_COMPILE_CACHE=/app/compile-cache');
-    expect(c.Env.find((e) => e.startsWith('NODE_OPTIONS='))?.split(/[= ]/)).toContain('--disable-sigusr1');
+    expect(
+      c.Env.find((e) => e.startsWith('NODE_OPTIONS='))
+        ?.slice('NODE_OPTIONS='.length)
+        .split(' '),
+    ).toEqual(expect.arrayContaining(['--disable-sigusr1', ...SERVICE_NODE_OPTIONS.split(' ')]));
+    expect(c.Env.filter((e) => e.startsWith('OTEL_BSP_'))).toEqual([]);
     expect(c.Env).toContain(`BUILD_REVISION=${built.revision}`);
     expect(Object.keys(c.ExposedPorts).sort()).toEqual(['8080/tcp', '9464/tcp']);
     expect(c.StopSignal ?? 'SIGTERM').toBe('SIGTERM');
