@@ -334,6 +334,18 @@ describe('running as the Helm chart runs it', () => {
     expect(buildInfo?.labels).toMatchObject({ version: VERSION, revision: built.revision });
   });
 
+  it('serves with OTEL_SDK_DISABLED=true, which requires telemetry.js instead of the bundle and no SDK package (none is installed)', async () => {
+    const disabled = runLikeTheChart(['--env', 'OTEL_SDK_DISABLED=true']);
+    try {
+      await waitForHealth(disabled.id, disabled.api);
+      const product = await fetch(`${disabled.api}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' });
+      expect(product.status).toBe(201);
+      expect(logsOf(disabled.id).stderr).toBe('');
+    } finally {
+      spawnSync(DOCKER, ['rm', '--force', disabled.id]);
+    }
+  });
+
   it('opens no inspector on SIGUSR1 (which a process sharing its namespaces could send), and keeps serving', async () => {
     docker(['kill', '--signal', 'USR1', container ?? '']);
     await new Promise((resolve) => setTimeout(resolve, 500));
