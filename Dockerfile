@@ -32,7 +32,8 @@ COPY src ./src
 RUN npm run build
 
 # Production dependencies, installed on the target platform (a dependency could ship
-# platform-specific files).
+# platform-specific files): only what runs beside the telemetry bundle. The OpenTelemetry SDK and
+# auto-instrumentations are devDependencies, inside the bundle (scripts/build.mjs).
 FROM ${NODE_IMAGE:-node-target-platform} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./

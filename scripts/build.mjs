@@ -7,8 +7,11 @@
 //                           modules to find, read and compile at start-up). main.js requires it
 //                           when tracing is on, and telemetry.js instead when OTEL_SDK_DISABLED=true.
 //
-// The service's own dependencies stay external (the instrumentations must see koa, @koa/router
-// and pino required to patch them, and the SDK and the service share one @opentelemetry/api).
+// Production packages stay external (the instrumentations must see koa, @koa/router and pino
+// required to patch them, and the SDK and the service share one @opentelemetry/api): package.json's
+// `dependencies` and what they require, which is what the image installs (`npm ci --omit=dev`).
+// What only the bundle needs (the SDK, auto-instrumentations, resources, sdk-metrics) is a
+// devDependency: built into the bundle, never shipped (docs/container-image.md).
 // `npm run dev` (scripts/dev.mjs) builds the same bundle into dist-dev/ with telemetryBundleOptions.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -18,14 +21,6 @@ import * as esbuild from 'esbuild';
 const ROOT = path.resolve(import.meta.dirname, '..');
 const DIST = path.join(ROOT, 'dist');
 const NODE_MODULES = path.join(ROOT, 'node_modules');
-
-/** Dependencies that only telemetry.ts uses: bundled. Every other dependency stays external. */
-const TELEMETRY_ONLY = new Set([
-  '@opentelemetry/sdk-node',
-  '@opentelemetry/auto-instrumentations-node',
-  '@opentelemetry/sdk-metrics',
-  '@opentelemetry/resources',
-]);
 
 function tsc() {
   fs.rmSync(DIST, { recursive: true, force: true });
@@ -70,9 +65,17 @@ function externals(shared, entry, outfile) {
   };
 }
 
+/**
+ * The packages the image installs (`npm ci --omit=dev --omit=optional`): the hoisted ones of the
+ * lockfile's production tree. The bundle requires these rather than hold a second copy.
+ */
 function sharedDependencies() {
-  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
-  return new Set(Object.keys(pkg.dependencies).filter((name) => !TELEMETRY_ONLY.has(name)));
+  const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8'));
+  return new Set(
+    Object.entries(lock.packages)
+      .filter(([dir, p]) => /^node_modules\/(@[^/]+\/)?[^/]+$/.test(dir) && !p.dev && !p.optional && !p.devOptional)
+      .map(([dir]) => dir.slice('node_modules/'.length)),
+  );
 }
 
 /**

