@@ -53,11 +53,7 @@ export function parseConfig(env: Env) {
     buildRevision: readVariable(env, 'BUILD_REVISION') ?? 'unknown',
     configRevision: readVariable(env, 'CONFIG_REVISION') ?? 'unknown',
     traceQueryParams: readQueryParams(env, 'TRACE_QUERY_PARAMS'),
-    // One list per trust: a proxy that sets X-Forwarded-For may pass a client's traceparent or queue header through untouched.
-    trustedProxies: readAddressRanges(env, 'TRUSTED_PROXIES'),
-    traceContextFrom: readAddressRanges(env, 'TRACE_CONTEXT_FROM'),
-    queueTime: readQueueTime(env),
-    trustWarnings: publicRangesIn(env, ['TRUSTED_PROXIES', 'TRACE_CONTEXT_FROM', 'QUEUE_TIME_FROM']),
+    ...readTrust(env),
     faultErrorRatio: readDecimal(env, 'FAULT_ERROR_RATIO', 0, 1, 'a ratio from 0 to 1 (e.g. 0.05 for one request in twenty)'),
     faultDelayMs: readDecimal(env, 'FAULT_DELAY', 0, MAX_FAULT_DELAY_S) * 1000,
   };
@@ -152,31 +148,48 @@ function readAddressRanges(env: Env, name: string): readonly AddressRange[] {
 /** Where proxies, sidecars and pods live: private, loopback, link-local, shared (CGNAT) and unique-local ranges. */
 const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8', '169.254.0.0/16', '100.64.0.0/10', 'fc00::/7', 'fe80::/10', '::1/128'];
 
+/** One list per trust: a proxy that sets X-Forwarded-For may pass a client's traceparent or queue header through untouched. */
+function readTrust(env: Env) {
+  const lists = {
+    TRUSTED_PROXIES: readAddressRanges(env, 'TRUSTED_PROXIES'),
+    TRACE_CONTEXT_FROM: readAddressRanges(env, 'TRACE_CONTEXT_FROM'),
+    QUEUE_TIME_FROM: readAddressRanges(env, 'QUEUE_TIME_FROM'),
+  };
+  return {
+    trustedProxies: lists.TRUSTED_PROXIES,
+    traceContextFrom: lists.TRACE_CONTEXT_FROM,
+    queueTime: readQueueTime(env, lists.QUEUE_TIME_FROM),
+    trustWarnings: publicRangesIn(lists),
+  };
+}
+
 /** A public range is allowed (a CDN's), but said at start: anyone there is believed. */
-function publicRangesIn(env: Env, names: readonly string[]): string[] {
+function publicRangesIn(lists: Readonly<Record<string, readonly AddressRange[]>>): string[] {
   const list = new BlockList();
   for (const range of PRIVATE_RANGES) {
     const [address = '', prefix] = range.split('/');
     list.addSubnet(address, Number(prefix), isIP(address) === 6 ? 'ipv6' : 'ipv4');
   }
-  return names.flatMap((name) =>
-    readAddressRanges(env, name)
-      .filter(({ address, prefix, family }) => {
-        const hostBits = BigInt((family === 'ipv4' ? 32 : 128) - prefix);
-        const first = (toBigInt(address, family) >> hostBits) << hostBits;
-        return ![first, first + (1n << hostBits) - 1n].every((n) => list.check(fromBigInt(n, family), family));
-      })
+  return Object.entries(lists).flatMap(([name, ranges]) =>
+    ranges
+      .filter((range) => !boundsOf(range).every((n) => list.check(fromBigInt(n, range.family), range.family)))
       .map(({ address, prefix }) => `${name} names a public range, ${address}/${prefix}: every host there is believed`),
   );
 }
 
-function readQueueTime(env: Env): { header: string; from: readonly AddressRange[] } | undefined {
+function readQueueTime(env: Env, from: readonly AddressRange[]): { header: string; from: readonly AddressRange[] } | undefined {
   const header = readVariable(env, 'QUEUE_TIME_HEADER');
-  const from = readAddressRanges(env, 'QUEUE_TIME_FROM');
   if (header === undefined) return undefined;
   if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(header)) throw new ConfigError('QUEUE_TIME_HEADER', header, 'expected a header name, e.g. X-Request-Start');
   if (from.length === 0) throw new ConfigError('QUEUE_TIME_HEADER', header, 'needs QUEUE_TIME_FROM, the ranges of the proxies that set it');
   return { header: header.toLowerCase(), from };
+}
+
+/** A range's first and last address, as numbers. */
+function boundsOf({ address, prefix, family }: AddressRange): [bigint, bigint] {
+  const hostBits = BigInt((family === 'ipv4' ? 32 : 128) - prefix);
+  const first = (toBigInt(address, family) >> hostBits) << hostBits;
+  return [first, first + (1n << hostBits) - 1n];
 }
 
 /**
@@ -190,9 +203,9 @@ function trustsEveryone(ranges: readonly AddressRange[]): boolean {
   for (const { address, prefix, family } of ranges) list.addSubnet(address, prefix, family);
   const mapped = 0xffff00000000n;
   const candidates = { ipv4: new Set([0n]), ipv6: new Set([0n]) };
-  for (const { address, prefix, family } of ranges) {
-    const bits = family === 'ipv4' ? 32 : 128;
-    const next = ((toBigInt(address, family) >> BigInt(bits - prefix)) + 1n) << BigInt(bits - prefix);
+  for (const range of ranges) {
+    const { family } = range;
+    const next = boundsOf(range)[1] + 1n;
     if (family === 'ipv4' || (next >= mapped && next < mapped + 2n ** 32n)) candidates.ipv4.add(family === 'ipv4' ? next : next - mapped);
     candidates.ipv6.add(family === 'ipv6' ? next : next + mapped);
   }
