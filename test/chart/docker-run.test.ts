@@ -133,11 +133,20 @@ describe('the rendered Deployment, run as a container', () => {
     const cap = Number(server.translation.env.get('MAX_CONNECTIONS'));
     const { hostname, port } = new URL(server.baseUrl);
     const held: Socket[] = [];
+    let holding = true;
+    // As a client starving the port would: a head the server cuts off (headersTimeout) is opened again at once.
+    const hold = (): Socket => {
+      const socket = connect(Number(port), hostname).on('error', () => undefined);
+      socket.once('connect', () => socket.write('GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: '));
+      socket.once('close', () => {
+        if (holding) held.push(hold());
+      });
+      return socket;
+    };
     try {
       for (let i = 0; i < cap + 50; i += 250) {
-        const batch = Array.from({ length: Math.min(250, cap + 50 - i) }, () => connect(Number(port), hostname).on('error', () => undefined));
+        const batch = Array.from({ length: Math.min(250, cap + 50 - i) }, hold);
         await Promise.all(batch.map((socket) => once(socket, 'connect')));
-        for (const socket of batch) socket.write('GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ');
         held.push(...batch);
       }
       await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -146,9 +155,11 @@ describe('the rendered Deployment, run as a container', () => {
         readinessProbe: (await probeOnce(must(container.readinessProbe, 'readinessProbe'), server.portUrls)).ok,
       });
       expect(await probes()).toEqual({ livenessProbe: true, readinessProbe: false });
+      holding = false;
       for (const socket of held) socket.destroy();
       await vi.waitFor(async () => expect(await probes()).toEqual({ livenessProbe: true, readinessProbe: true }), { timeout: 10_000, interval: 500 });
     } finally {
+      holding = false;
       for (const socket of held) socket.destroy();
     }
   }, 60_000);
