@@ -21,7 +21,7 @@ const HEALTH = '/health';
 /** Routes only probes call (the kubelet's): their requests get no span, and their log lines are at debug. */
 export const PROBE_ROUTES: ReadonlySet<string> = new Set([HEALTH]);
 
-/** The API's product id range, inclusive: openapi.yaml, the docs, the tests and the benchmark are checked against it. */
+/** The API's product id range, inclusive: the tests read it here; openapi.yaml's copy, the one users read, is checked against it. */
 export const PRODUCT_ID_MIN = 1;
 export const PRODUCT_ID_MAX = 2_147_483_646;
 
