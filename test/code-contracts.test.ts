@@ -3,13 +3,16 @@
 // The facts that live in both the code and openapi.yaml, held to the code: what the router serves
 // (HEAD and OPTIONS included, as @koa/router adds them) against openapi.yaml's operations, both
 // ways; and the product id range (routes.ts's PRODUCT_ID_MIN/MAX, which the tests import).
+import { readdirSync, readFileSync } from 'node:fs';
 import { METHODS } from 'node:http';
+import { dirname, join } from 'node:path';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config';
 import { createRouter, PRODUCT_ID_MAX, PRODUCT_ID_MIN } from '../src/http/routes';
 import { inProcessForSuite } from './support/in-process';
 import { loadApiDocument, OPENAPI_METHODS } from './support/openapi';
+import { SRC } from './support/paths';
 
 const service = inProcessForSuite();
 
@@ -42,5 +45,37 @@ describe('the product id range', () => {
     const created = Object.values(document.paths['/product']?.post?.responses['201']?.content ?? {})[0]?.schema as
       { properties: { product_id: { minimum: number; maximum: number } } } | undefined;
     expect(created?.properties.product_id).toMatchObject({ minimum: PRODUCT_ID_MIN, maximum: PRODUCT_ID_MAX });
+  });
+});
+
+/** src/'s own imports: each module (path under src/, no extension) with the modules it imports, types included. */
+function sourceImports(): Map<string, string[]> {
+  const modules = readdirSync(SRC, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'));
+  return new Map(
+    modules.map((file) => [
+      file.replace(/\.ts$/, ''),
+      [...readFileSync(join(SRC, file), 'utf8').matchAll(/(?:from|require\()\s*'(\.[^']+)'/g)].map((match) => join(dirname(file), match[1] ?? '')),
+    ]),
+  );
+}
+
+describe('the layers of src/', () => {
+  it('observability/ imports nothing from http/, and no module imports itself through others', () => {
+    const imports = sourceImports();
+    expect([...imports.keys()]).toContain('observability/metrics');
+    const upward = [...imports].flatMap(([file, targets]) =>
+      file.startsWith('observability/') ? targets.filter((t) => t.startsWith('http/')).map((t) => `${file} → ${t}`) : [],
+    );
+    expect(upward, 'observability/ sits below http/').toEqual([]);
+    const circles: string[] = [];
+    const visit = (module: string, path: string[]): void => {
+      if (path.includes(module)) {
+        if (module === path[0]) circles.push([...path, module].join(' → '));
+        return;
+      }
+      for (const next of imports.get(module) ?? []) visit(next, [...path, module]);
+    };
+    for (const module of imports.keys()) visit(module, []);
+    expect(circles).toEqual([]);
   });
 });

@@ -5,13 +5,13 @@ import { trace } from '@opentelemetry/api';
 import type { Config } from '../config';
 import type { Metrics } from '../observability/metrics';
 import { faultInjector } from './faults';
-import { requestTarget } from './request-target';
+import { requestTarget } from '../request-target';
 import { drainRequestBody } from './request-body';
 
-/** The slices of the service's config and metrics the routes use: one more is a name in a Pick, no wiring. */
+/** The slice of the service's config the routes use, and its metrics. */
 export interface RouteDependencies {
   config: Pick<Config, 'bodyLimit' | 'faultErrorRatio' | 'faultDelayMs'>;
-  metrics: Pick<Metrics, 'countProductIdIssued'>;
+  metrics: Metrics;
   /** Tests replace it to provoke failures. */
   issueProductId?: () => number;
 }
