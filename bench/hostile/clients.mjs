@@ -65,38 +65,6 @@ export function parseResponses(raw) {
   return out;
 }
 
-const isProblem = (res) => (res.headers['content-type'] ?? '').startsWith('application/problem+json');
-
-/** "400 problem+json nosniff no-store, closed (FIN) in 3 ms": one answer in table length. */
-function describeExchange(exchange, responses) {
-  const parts = responses.map((res) => {
-    const type = res.headers['content-type'];
-    const shortType = type === undefined ? 'no type' : type.replace(/^application\//, '').replace(/;.*$/, '');
-    const headers = `${res.headers['x-content-type-options'] === 'nosniff' ? ' nosniff' : ''}${res.headers['cache-control'] === 'no-store' ? ' no-store' : ''}`;
-    return `${res.status} ${shortType}${headers}`;
-  });
-  if (parts.length === 0) parts.push(exchange.raw.length ? `unparsed ${JSON.stringify(exchange.raw.slice(0, 40))}` : 'nothing');
-  const close = exchange.closed ? `closed (${exchange.closed}) in ${Math.round(exchange.ms)} ms` : `left open ${Math.round(exchange.ms)} ms`;
-  return `${parts.join(' + ')}; ${close}`;
-}
-
-export async function rawCase(port, { sent, payload, status, mustClose = true }) {
-  const exchange = await rawExchange(port, payload);
-  const responses = parseResponses(exchange.raw);
-  const [first] = responses;
-  const failures = [];
-  if (first === undefined) failures.push(`expected ${status}, got no answer`);
-  else {
-    if (first.status !== status) failures.push(`expected ${status}`);
-    if (first.status >= 400 && !isProblem(first)) failures.push('not problem+json');
-    if (first.headers['x-content-type-options'] !== 'nosniff') failures.push('no nosniff');
-    if (first.headers['cache-control'] !== 'no-store') failures.push('no Cache-Control: no-store');
-  }
-  if (responses.length > 1) failures.push(`${responses.length} answers: bytes after the first request were parsed as another`);
-  if (mustClose && !exchange.closed) failures.push('connection not closed');
-  return { sent, got: describeExchange(exchange, responses), failures, details: { raw: exchange.raw.slice(0, 600), closed: exchange.closed } };
-}
-
 /** Waits for the socket to connect (or fail): many at once would otherwise overflow the accept backlog unnoticed. */
 export const connected = (socket) =>
   new Promise((resolve) => {
