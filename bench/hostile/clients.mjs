@@ -103,34 +103,3 @@ export function chunkedUpload(port, total) {
   pump();
   return ended;
 }
-
-/**
- * Paused before it connects: an answer the server's reset destroys in the kernel is lost, exactly
- * as it would be for a naive client that writes the whole body before reading.
- */
-export function writeAllThenRead(port, size) {
-  const socket = net.connect(port, '127.0.0.1');
-  socket.pause();
-  let answer = '';
-  let bytesSent = 0;
-  const { ended, finish, finished } = settleOnce(socket, 30_000, 'timeout', (ending) => ({ answer, bytesSent, ending }));
-  socket.on('error', (err) => finish(`reset (${err.code})${answer ? ' after the answer' : ''}`));
-  socket.on('data', (d) => {
-    answer += d.toString('latin1');
-  });
-  socket.on('end', () => finish('FIN'));
-  const chunk = Buffer.alloc(256 * 1024, 'x');
-  socket.write(`POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${size}\r\n\r\n`);
-  const pump = () => {
-    while (!finished() && bytesSent < size) {
-      const n = Math.min(chunk.length, size - bytesSent);
-      bytesSent += n;
-      const last = bytesSent === size;
-      // Reading starts once the last byte is handed to the kernel.
-      if (!socket.write(n === chunk.length ? chunk : chunk.subarray(0, n), last ? () => socket.resume() : undefined)) return;
-    }
-  };
-  socket.on('drain', pump);
-  pump();
-  return ended;
-}
