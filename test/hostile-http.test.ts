@@ -253,6 +253,10 @@ describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
   );
 });
 
+/** A request whose framing two parsers could read differently, and the one it would smuggle behind it. */
+const SMUGGLING = 'POST /product HTTP/1.1\r\nHost: x\r\n';
+const BEHIND = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n';
+
 describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
   ['the API port', (svc) => svc.port],
   ['the metrics port', (svc) => svc.metricsPort],
@@ -266,6 +270,26 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
       'conflicting Content-Length and Transfer-Encoding (request smuggling)',
       400,
       'POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    ],
+    [
+      'Content-Length: 5 and Content-Length: 6 (request smuggling), the GET behind it not answered',
+      400,
+      `${SMUGGLING}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!${BEHIND}`,
+    ],
+    [
+      'Transfer-Encoding: chunked, identity (request smuggling), the GET behind it not answered',
+      400,
+      `${SMUGGLING}Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${BEHIND}`,
+    ],
+    [
+      'Transfer-Encoding with a space before the colon (request smuggling), the GET behind it not answered',
+      400,
+      `${SMUGGLING}Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n${BEHIND}`,
+    ],
+    [
+      'Transfer-Encoding: <vertical tab>chunked (request smuggling), the GET behind it not answered',
+      400,
+      `${SMUGGLING}Transfer-Encoding: \x0bchunked\r\n\r\n0\r\n\r\n${BEHIND}`,
     ],
     ['HTTP/1.1 without Host', 400, 'GET /health HTTP/1.1\r\n\r\n'],
     ['two Host headers', 400, 'GET /health HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n'],
