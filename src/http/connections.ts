@@ -61,7 +61,7 @@ export const REFUSAL_LOG_LIMIT = { lines: 100, windowMs: 10_000 } as const;
 export interface ConnectionGuardOptions {
   logger: Logger;
   /** The API port's only: the refusal counter is read as API traffic. */
-  metrics?: Pick<Metrics, 'countRefusedRequest'>;
+  metrics?: Metrics;
   lingeringClose?: LingeringLimits;
 }
 

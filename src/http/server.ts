@@ -33,7 +33,7 @@ export interface ServerOptions {
 export interface ServerDependencies {
   logger: Logger;
   maxConnections: number;
-  metrics?: Pick<Metrics, 'countRefusedRequest' | 'requestReceived'>;
+  metrics?: Metrics;
 }
 
 /** Both ports' HTTP/1.1 server; `listener` gets the requests that pass. */
