@@ -31,6 +31,10 @@ const MIB = 1024 * 1024;
 const MEMORY_LIMIT = 384 * MIB;
 const LARGE_MEMORY_LIMIT = 4096 * MIB;
 const heapOf = (limit: number): string => `--max-old-space-size=${Math.floor((limit / MIB) * 0.6)} --max-semi-space-size=16`;
+/** The SLI's request rate over the shortest window, the recording the rules derive every window from. */
+const REQUESTS_RECORD = parseRules(renderRules({ release: RELEASE, namespace: 'default', values: [join(__dirname, 'live-alerts.values.yaml')] }))
+  .groups.flatMap((group) => group.rules)
+  .find((rule) => rule.record?.startsWith('job_namespace:product_service_slo_requests:'))?.record;
 const BURN_RATES = ['ProductServiceErrorBudgetBurnFast', 'ProductServiceErrorBudgetBurnSlow'];
 const VALUES_FILE = join(__dirname, 'live-alerts.values.yaml');
 interface LiveRules {
@@ -422,7 +426,7 @@ class Namespace {
    * alerts judge: the rate of a series younger than the window reads low, and QuietFailures would page.
    */
   async aboveTrafficGuard(): Promise<void> {
-    const rate = `job_namespace:product_service_slo_requests:rate${LIVE_RULES.alerts.ProductServiceQuietFailures.window}{namespace="${this.name}"}`;
+    const rate = `avg_over_time(${REQUESTS_RECORD}{namespace="${this.name}"}[${LIVE_RULES.alerts.ProductServiceQuietFailures.window}])`;
     await vi.waitFor(async () => expect((await prometheus.query(`min(${rate}) >= ${LIVE_RULES.minRequestRate}`)).data.result).toHaveLength(1), {
       ...PROMETHEUS_WAIT,
       timeout: 60_000,
