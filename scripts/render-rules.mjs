@@ -53,7 +53,7 @@ function render({ release, namespace, values, set }) {
   if (run.status !== 0) throw new Error(`helm template failed: ${run.stderr}`);
   const { spec } = parse(run.stdout);
   // Each rule's keys in the order people write them, rather than Helm's alphabetical one.
-  const order = ['alert', 'record', 'expr', 'for', 'labels', 'annotations'];
+  const order = ['alert', 'record', 'expr', 'for', 'keep_firing_for', 'labels', 'annotations'];
   const sorted = (object, keys) =>
     Object.fromEntries([...keys.filter((key) => key in object), ...Object.keys(object).filter((key) => !keys.includes(key))].map((key) => [key, object[key]]));
   const groups = spec.groups.map((group) => ({

@@ -99,6 +99,16 @@ describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => 
       ['active', 'suppressed', 'suppressed', 'active'],
     ],
     [
+      'the availability page suppresses NoIdsIssued, the latency page does not',
+      [
+        alert('ProductServiceErrorBudgetBurnFast', { job: JOB, namespace: 'orders', slo: 'availability', long: '1h', short: '5m' }),
+        alert('ProductServiceNoIdsIssued', { job: JOB, namespace: 'orders' }),
+        alert('ProductServiceErrorBudgetBurnFast', { job: JOB, namespace: 'billing', slo: 'latency', long: '1h', short: '5m' }),
+        alert('ProductServiceNoIdsIssued', { job: JOB, namespace: 'billing' }),
+      ],
+      ['active', 'suppressed', 'active', 'active'],
+    ],
+    [
       'a saturated event loop suppresses the same pod’s scrape and span warnings',
       [
         alert('ProductServiceEventLoopSaturated', pod),
