@@ -52,7 +52,7 @@ it('runs every step after one fails, then fails with a summary of the steps and 
   const summary = run.stdout.slice(run.stdout.indexOf('==== summary ===='));
   expect(summary).toMatch(/^FAILED .* format .*$/m);
   expect(summary).toMatch(/^FAILED .* deploy\/: .*$/m);
-  // Every step after the format check ran: lint, the tests, the tools, the chart, the benchmark.
-  expect(summary.match(/^ok /gm)).toHaveLength(10);
+  // Every step after the format check ran: lint, the tests, mutation testing, the tools, the chart, the benchmark.
+  expect(summary.match(/^ok /gm)).toHaveLength(11);
   expect(summary).toContain('tests: 10 passed, 1 failed, 0 skipped');
 });

@@ -102,6 +102,7 @@ const REQUESTS: Array<[method: string, path: string, what: string, payload: stri
 const REFUSALS: Array<[status: number, provoke: (method: string, path: string) => string]> = [
   [400, (method, path) => `${method} ${path} HTTP/1.1\r\n\r\n`],
   [400, (method, path) => `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`],
+  [400, (method, path) => `${method} ${path} HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`],
   [408, (method, path) => `${method} ${path} HTTP/1.1\r\nHost: x\r\n`],
   [417, (method, path) => `${method} ${path} HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\n\r\n`],
   [431, (method, path) => `${method} ${path} HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20 * 1024)}\r\n\r\n`],
@@ -136,8 +137,14 @@ describe('the service answers as openapi.yaml says', () => {
 
   it.each(REFUSALS.map(([status, provoke], index) => [status, index, provoke] as const))(
     'refusals before the application (%i, case %i), on every documented operation',
-    async (_status, _index, provoke) => {
-      await Promise.all(operations().map(async ([method, path]) => expectDocumented(method, path, await exchange(service, provoke(method, path)))));
+    async (status, _index, provoke) => {
+      await Promise.all(
+        operations().map(async ([method, path]) => {
+          const answer = await exchange(service, provoke(method, path));
+          expect(answer.status, `${method} ${path}`).toBe(status);
+          expectDocumented(method, path, answer);
+        }),
+      );
     },
   );
 
