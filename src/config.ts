@@ -3,6 +3,8 @@ import bytes from 'bytes';
 
 /** Everything the service reads from its environment, parsed and checked once at start-up. */
 export type Config = Readonly<ReturnType<typeof parseConfig>>;
+/** The game-day faults (src/http/faults.ts), also shown on /metrics. */
+export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
 
 export interface AddressRange {
   readonly address: string;

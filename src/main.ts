@@ -3,14 +3,7 @@
  * they are required. Start-up time goes into loading the SDK, hence its one-file bundle
  * (scripts/build.mjs) and Node's compile cache.
  */
-// In syntax any Node parses: on an older Node the first failure would otherwise be a TypeError far from its cause.
-const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-if (major < 22 || (major === 22 && minor < 15)) {
-  process.stderr.write(`product-service needs Node >= 22.15 (found: ${process.version}).\n`);
-  process.exit(1);
-}
-
-/* eslint-disable @typescript-eslint/no-require-imports -- required in order, after the check above */
+/* eslint-disable @typescript-eslint/no-require-imports -- required in order: telemetry before the service */
 const { existsSync } = require('node:fs') as typeof import('node:fs');
 const { enableCompileCache } = require('node:module') as typeof import('node:module');
 const { join } = require('node:path') as { join: (...paths: string[]) => string };

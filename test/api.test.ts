@@ -1,10 +1,10 @@
 // Runs: src in-process (test/support/in-process.ts): no build needed.
 
-import { request as httpRequest, STATUS_CODES } from 'node:http';
+import { STATUS_CODES } from 'node:http';
 import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { inProcessForSuite } from './support/in-process';
-import { parseResponse, rawExchange } from './support/raw-http';
+import { openRaw, parseResponse, rawExchange } from './support/raw-http';
 import { PRODUCT_ID_MAX as MAX_ID } from '../src/http/routes';
 
 const service = inProcessForSuite();
@@ -67,23 +67,12 @@ describe('a body over the limit gets 413', () => {
   });
 
   it('as soon as a chunked body crosses the limit, without waiting for its end', async () => {
-    const status = await new Promise<number>((resolve, reject) => {
-      const req = httpRequest(
-        { host: '127.0.0.1', port: service.port, method: 'POST', path: '/product', headers: { 'Transfer-Encoding': 'chunked' } },
-        (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-          req.destroy();
-        },
-      );
-      req.on('error', (error: NodeJS.ErrnoException) => {
-        if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') reject(error);
-      });
-      // 1.25 MiB in 64 KiB chunks, and the request is never ended: only an early answer resolves.
-      const chunk = Buffer.alloc(64 * 1024, 7);
-      for (let i = 0; i < 20; i++) req.write(chunk);
-    });
-    expect(status).toBe(413);
+    const connection = await openRaw(service.port);
+    connection.socket.write('POST /product HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');
+    // 1.25 MiB in 64 KiB chunks, and the body is never ended: only an early answer comes.
+    for (let i = 0; i < 20; i++) connection.socket.write(`10000\r\n${'x'.repeat(64 * 1024)}\r\n`);
+    expect(parseResponse(await connection.waitFor((raw) => raw.includes('\r\n\r\n'))).status).toBe(413);
+    connection.socket.destroy();
   });
 
   it('and the service stays healthy afterwards', async () => {

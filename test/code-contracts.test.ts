@@ -1,30 +1,22 @@
 // Runs: src in-process (test/support/in-process.ts): no build needed.
 //
-// The facts that live in more than one place, held to the code: what the router serves (HEAD and
-// OPTIONS included, as @koa/router adds them) against openapi.yaml's operations, both ways; and the
-// product id range (routes.ts's PRODUCT_ID_MIN/MAX) against every copy in the repository.
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { METHODS, request } from 'node:http';
-import { join } from 'node:path';
+// The facts that live in both the code and openapi.yaml, held to the code: what the router serves
+// (HEAD and OPTIONS included, as @koa/router adds them) against openapi.yaml's operations, both
+// ways; and the product id range (routes.ts's PRODUCT_ID_MIN/MAX, which the tests import).
+import { readdirSync, readFileSync } from 'node:fs';
+import { METHODS } from 'node:http';
+import { dirname, join } from 'node:path';
+import request from 'supertest';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config';
 import { createRouter, PRODUCT_ID_MAX, PRODUCT_ID_MIN } from '../src/http/routes';
 import { inProcessForSuite } from './support/in-process';
 import { loadApiDocument, OPENAPI_METHODS } from './support/openapi';
-import { ROOT } from './support/paths';
+import { SRC } from './support/paths';
 
 const service = inProcessForSuite();
 
-function status(method: string, path: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    request(`${service.baseUrl}${path}`, { method, agent: false }, (response) => {
-      response.resume().on('end', () => resolve(response.statusCode ?? 0));
-    })
-      .on('error', reject)
-      .end();
-  });
-}
+const status = async (method: string, path: string): Promise<number> => (await request(service.baseUrl)[method.toLowerCase() as 'get'](path)).status;
 
 describe('openapi.yaml and the router', () => {
   it('document exactly the operations the router serves, HEAD and OPTIONS included', async () => {
@@ -47,34 +39,43 @@ describe('openapi.yaml and the router', () => {
   });
 });
 
-function repositoryTextFiles(): string[] {
-  return execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' })
-    .split('\n')
-    .filter(
-      (file) => file !== '' && file !== 'package-lock.json' && !file.startsWith('bench/results/') && /\.(ts|mts|mjs|cjs|js|ya?ml|md|json|sh)$/.test(file),
-    );
-}
-
 describe('the product id range', () => {
-  it('is defined once, in routes.ts, and every copy says the same (openapi.yaml, docs, tests, chart, bench)', async () => {
+  it("is routes.ts's PRODUCT_ID_MIN/MAX in openapi.yaml, the range users read", async () => {
     const { document } = await loadApiDocument();
     const created = Object.values(document.paths['/product']?.post?.responses['201']?.content ?? {})[0]?.schema as
       { properties: { product_id: { minimum: number; maximum: number } } } | undefined;
     expect(created?.properties.product_id).toMatchObject({ minimum: PRODUCT_ID_MIN, maximum: PRODUCT_ID_MAX });
-    // Any number written near the int32 limit, however grouped, is the range's upper bound: inclusive
-    // (PRODUCT_ID_MAX, also the count of ids) or exclusive (PRODUCT_ID_MAX + 1, randomInt's bound).
-    // A range written as [a, b] starts at PRODUCT_ID_MIN.
-    const drifted: string[] = [];
-    for (const file of repositoryTextFiles()) {
-      const text = readFileSync(join(ROOT, file), 'utf8');
-      for (const match of text.matchAll(/\b2[,_]?14\d[,_]?\d{3}[,_]?\d{3}\b/g)) {
-        const value = Number(match[0].replace(/[,_]/g, ''));
-        if (value !== PRODUCT_ID_MAX && value !== PRODUCT_ID_MAX + 1) drifted.push(`${file}: ${match[0]}`);
+  });
+});
+
+/** src/'s own imports: each module (path under src/, no extension) with the modules it imports, types included. */
+function sourceImports(): Map<string, string[]> {
+  const modules = readdirSync(SRC, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.ts'));
+  return new Map(
+    modules.map((file) => [
+      file.replace(/\.ts$/, ''),
+      [...readFileSync(join(SRC, file), 'utf8').matchAll(/(?:from|require\()\s*'(\.[^']+)'/g)].map((match) => join(dirname(file), match[1] ?? '')),
+    ]),
+  );
+}
+
+describe('the layers of src/', () => {
+  it('observability/ imports nothing from http/, and no module imports itself through others', () => {
+    const imports = sourceImports();
+    expect([...imports.keys()]).toContain('observability/metrics');
+    const upward = [...imports].flatMap(([file, targets]) =>
+      file.startsWith('observability/') ? targets.filter((t) => t.startsWith('http/')).map((t) => `${file} → ${t}`) : [],
+    );
+    expect(upward, 'observability/ sits below http/').toEqual([]);
+    const circles: string[] = [];
+    const visit = (module: string, path: string[]): void => {
+      if (path.includes(module)) {
+        if (module === path[0]) circles.push([...path, module].join(' → '));
+        return;
       }
-      for (const match of text.matchAll(/\[(\d+), ?(2[\d,_]{9,12})\]/g)) {
-        if (Number(match[1]) !== PRODUCT_ID_MIN || Number(match[2]?.replace(/[,_]/g, '')) !== PRODUCT_ID_MAX) drifted.push(`${file}: ${match[0]}`);
-      }
-    }
-    expect(drifted, `copies of the id range that differ from [${PRODUCT_ID_MIN}, ${PRODUCT_ID_MAX}]`).toEqual([]);
+      for (const next of imports.get(module) ?? []) visit(next, [...path, module]);
+    };
+    for (const module of imports.keys()) visit(module, []);
+    expect(circles).toEqual([]);
   });
 });

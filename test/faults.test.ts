@@ -3,7 +3,6 @@
 // histogram, log lines; in the built service also the server span's status and the exemplar).
 // GET /health is never faulted, and with no fault set nothing changes.
 import { randomBytes } from 'node:crypto';
-import { request } from 'node:http';
 import { describe, expect, it, vi } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { inProcessForTest, type InProcessService } from './support/in-process';
@@ -139,12 +138,8 @@ describe('faults, in-process', () => {
 
   it('a caller that gives up during the delay is recorded as 499, gets no id, and holds nothing until the delay would have ended', async () => {
     const svc = await startWithFaults(0, 30_000);
-    const gaveUp = new Promise<void>((resolve) => {
-      const req = request({ host: '127.0.0.1', port: svc.port, method: 'POST', path: '/product', headers: { 'content-type': 'application/json' } });
-      req.on('error', () => resolve());
-      req.end('{}', () => setTimeout(() => req.destroy(), 100));
-    });
-    await gaveUp;
+    const gaveUp = fetch(`${svc.baseUrl}/product`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(100) });
+    await expect(gaveUp).rejects.toThrow(/aborted/);
     // Well within the 30 s delay: the request ended when its connection did.
     await vi.waitFor(() => expect(svc.logs.some((line) => line.msg === 'request completed' && line.status === 499)).toBe(true), {
       timeout: 5000,

@@ -1,7 +1,7 @@
 // Runs: src in-process (test/support/in-process.ts): no build needed.
 
 import { describe, expect, it } from 'vitest';
-import { PRODUCT_ID_MAX as MAX_ID, randomProductId } from '../src/http/routes';
+import { PRODUCT_ID_MAX as MAX_ID, PRODUCT_ID_MIN, randomProductId } from '../src/http/routes';
 import { inProcessForSuite } from './support/in-process';
 
 /** POSTs (fetch keeps its connections alive), `concurrency` at a time, and returns the ids answered. */
@@ -36,7 +36,7 @@ const CHI_SQUARE_CRITICAL_P001 = { 19: 43.82, 99: 148.23 } as const;
 const service = inProcessForSuite();
 
 describe('product ids', () => {
-  it('are integers in [1, 2147483646] over thousands of draws through HTTP, and uniform (chi-square, p = 0.001)', async () => {
+  it(`are integers in [${PRODUCT_ID_MIN}, ${MAX_ID}] over thousands of draws through HTTP, and uniform (chi-square, p = 0.001)`, async () => {
     const ids = await drawIds(service.baseUrl, 5000);
     expect(ids).toHaveLength(5000);
     for (const id of ids) {

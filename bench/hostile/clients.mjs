@@ -65,38 +65,6 @@ export function parseResponses(raw) {
   return out;
 }
 
-const isProblem = (res) => (res.headers['content-type'] ?? '').startsWith('application/problem+json');
-
-/** "400 problem+json nosniff no-store, closed (FIN) in 3 ms": one answer in table length. */
-function describeExchange(exchange, responses) {
-  const parts = responses.map((res) => {
-    const type = res.headers['content-type'];
-    const shortType = type === undefined ? 'no type' : type.replace(/^application\//, '').replace(/;.*$/, '');
-    const headers = `${res.headers['x-content-type-options'] === 'nosniff' ? ' nosniff' : ''}${res.headers['cache-control'] === 'no-store' ? ' no-store' : ''}`;
-    return `${res.status} ${shortType}${headers}`;
-  });
-  if (parts.length === 0) parts.push(exchange.raw.length ? `unparsed ${JSON.stringify(exchange.raw.slice(0, 40))}` : 'nothing');
-  const close = exchange.closed ? `closed (${exchange.closed}) in ${Math.round(exchange.ms)} ms` : `left open ${Math.round(exchange.ms)} ms`;
-  return `${parts.join(' + ')}; ${close}`;
-}
-
-export async function rawCase(port, { sent, payload, status, mustClose = true }) {
-  const exchange = await rawExchange(port, payload);
-  const responses = parseResponses(exchange.raw);
-  const [first] = responses;
-  const failures = [];
-  if (first === undefined) failures.push(`expected ${status}, got no answer`);
-  else {
-    if (first.status !== status) failures.push(`expected ${status}`);
-    if (first.status >= 400 && !isProblem(first)) failures.push('not problem+json');
-    if (first.headers['x-content-type-options'] !== 'nosniff') failures.push('no nosniff');
-    if (first.headers['cache-control'] !== 'no-store') failures.push('no Cache-Control: no-store');
-  }
-  if (responses.length > 1) failures.push(`${responses.length} answers: bytes after the first request were parsed as another`);
-  if (mustClose && !exchange.closed) failures.push('connection not closed');
-  return { sent, got: describeExchange(exchange, responses), failures, details: { raw: exchange.raw.slice(0, 600), closed: exchange.closed } };
-}
-
 /** Waits for the socket to connect (or fail): many at once would otherwise overflow the accept backlog unnoticed. */
 export const connected = (socket) =>
   new Promise((resolve) => {
@@ -132,37 +100,6 @@ export function chunkedUpload(port, total) {
   });
   socket.on('error', (err) => finish(`reset by the server (${err.code})`));
   socket.write('POST /product HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n');
-  pump();
-  return ended;
-}
-
-/**
- * Paused before it connects: an answer the server's reset destroys in the kernel is lost, exactly
- * as it would be for a naive client that writes the whole body before reading.
- */
-export function writeAllThenRead(port, size) {
-  const socket = net.connect(port, '127.0.0.1');
-  socket.pause();
-  let answer = '';
-  let bytesSent = 0;
-  const { ended, finish, finished } = settleOnce(socket, 30_000, 'timeout', (ending) => ({ answer, bytesSent, ending }));
-  socket.on('error', (err) => finish(`reset (${err.code})${answer ? ' after the answer' : ''}`));
-  socket.on('data', (d) => {
-    answer += d.toString('latin1');
-  });
-  socket.on('end', () => finish('FIN'));
-  const chunk = Buffer.alloc(256 * 1024, 'x');
-  socket.write(`POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${size}\r\n\r\n`);
-  const pump = () => {
-    while (!finished() && bytesSent < size) {
-      const n = Math.min(chunk.length, size - bytesSent);
-      bytesSent += n;
-      const last = bytesSent === size;
-      // Reading starts once the last byte is handed to the kernel.
-      if (!socket.write(n === chunk.length ? chunk : chunk.subarray(0, n), last ? () => socket.resume() : undefined)) return;
-    }
-  };
-  socket.on('drain', pump);
   pump();
   return ended;
 }

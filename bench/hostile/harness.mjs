@@ -5,7 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BENCH, NODE, RESULTS, SERVICE, max, request, runJson, startServer } from '../lib.mjs';
 
-/** Service logs, the FIFO of class 7 and the results of a partial run (gitignored, as every bench/results/*.tmp). */
+/** Service logs and the results of a partial run (gitignored, as every bench/results/*.tmp). */
 export const WORK = path.join(RESULTS, 'hostile.tmp');
 /** Our own snapshot directory (lib.mjs snapshotService), so that a concurrent `npm run bench` cannot remove it under us. */
 export const SNAPSHOT = 'hostile-app.tmp';
@@ -19,13 +19,12 @@ export const MB = 1024 * 1024;
  */
 export const POD_HEAP = '--max-old-space-size=230 --max-semi-space-size=16';
 
-/** `stdoutFd`: class 7's FIFO; `allowExit` for configuration errors. */
-async function startService(serviceDir, name, env = {}, { stdoutFd, allowExit = false } = {}) {
-  const stdout = stdoutFd ?? path.join(WORK, `${name}.stdout`);
+async function startService(serviceDir, name, env = {}) {
+  const stdout = path.join(WORK, `${name}.stdout`);
   const svc = await startServer(
     name,
     { args: SERVICE, cwd: serviceDir, env: { NODE_OPTIONS: POD_HEAP, ...env } },
-    { logs: WORK, stdout, everyMs: 5, sampleRss: true, allowExit },
+    { logs: WORK, stdout, everyMs: 5, sampleRss: true },
   );
   const lines = (file) =>
     fs
@@ -34,7 +33,6 @@ async function startService(serviceDir, name, env = {}, { stdoutFd, allowExit = 
       .filter((l) => l.trim() !== '');
   return Object.assign(svc, {
     name,
-    stderrLines: () => lines(svc.stderrPath),
     logLines: () =>
       lines(stdout).map((l) => {
         try {

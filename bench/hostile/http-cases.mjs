@@ -1,64 +1,11 @@
-// The hostile run's classes 1-6 and 12: clients that speak broken, abusive or half-finished HTTP. Each
+// The hostile run's classes 3-5, 12 and 13: clients that speak broken, abusive or half-finished HTTP. Each
 // class gets a context (ctx.start starts a service of its own, harness.mjs) and returns table rows
 // {sent, got, failures, rssMb?, details?}.
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuMicros, freePorts, max, metricSum, request, rssMb, withRssSampling } from '../lib.mjs';
-import { chunkedUpload, connected, parseResponses, rawCase, rawExchange, settleOnce, writeAllThenRead } from './clients.mjs';
+import { chunkedUpload, connected, parseResponses, rawExchange, settleOnce } from './clients.mjs';
 import { MB, countsText, health, runWorker, startHealthProbe, statusText, tally } from './harness.mjs';
-
-/** 1. Framing that two parsers could read differently: the bytes after the first request must never be served. */
-export async function requestSmuggling(ctx) {
-  // At debug the service logs the parser's error code with each refusal: recorded with the answer.
-  const svc = await ctx.start('smuggling', { LOG_LEVEL: 'debug' });
-  // Answered as a second response only if the bytes before it were framed differently than sent.
-  const next = 'GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n';
-  const post = 'POST /product HTTP/1.1\r\nHost: localhost\r\n';
-  const cases = [
-    ['`Content-Length: 4` and `Transfer-Encoding: chunked`, then a GET', `${post}Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${next}`],
-    ['`Content-Length: 5` and `Content-Length: 6`, then a GET', `${post}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!${next}`],
-    ['`Transfer-Encoding: chunked, identity`, then a GET', `${post}Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${next}`],
-    ['`Transfer-Encoding : chunked` (space before the colon), then a GET', `${post}Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n${next}`],
-    ['`Transfer-Encoding: \\x0bchunked` (vertical tab), then a GET', `${post}Transfer-Encoding: \x0bchunked\r\n\r\n0\r\n\r\n${next}`],
-    ['bare LF line endings, then a GET', `POST /product HTTP/1.1\nHost: localhost\nContent-Length: 0\n\n${next}`],
-  ];
-  const rows = [];
-  for (const [sent, payload] of cases) {
-    const seen = svc.logLines().length;
-    const row = await rawCase(svc.port, { sent, payload, status: 400 });
-    await sleep(400); // log lines reach stdout within 250 ms
-    const codes = svc
-      .logLines()
-      .slice(seen)
-      .map((l) => l.code)
-      .filter(Boolean);
-    if (codes.length) row.got += ` (parser: ${codes.join(', ')})`;
-    rows.push(row);
-  }
-  return rows;
-}
-
-/** 2. Requests Node's parser lets through but HTTP/1.1 refuses, and HTTP/1.0 with chunked framing. */
-export async function httpEdgeCases(ctx) {
-  const svc = await ctx.start('edge-cases');
-  // [what was sent, the bytes, the status expected, whether the connection must be closed after it]
-  const cases = [
-    ['`GET /health HTTP/1.1` without Host', 'GET /health HTTP/1.1\r\n\r\n', 400, false],
-    ['`GET /health` with two Host headers', 'GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', 400, false],
-    ['`GET /health HTTP/2.0`', 'GET /health HTTP/2.0\r\nHost: localhost\r\n\r\n', 505, false],
-    ['`POST /product` with `Expect: bogus`', 'POST /product HTTP/1.1\r\nHost: localhost\r\nExpect: bogus\r\nContent-Length: 0\r\n\r\n', 417, false],
-    ['`CONNECT example.com:443 HTTP/1.1`', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405, true],
-    [
-      '`POST /product HTTP/1.0` with `Transfer-Encoding: chunked`',
-      'POST /product HTTP/1.0\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
-      400,
-      true,
-    ],
-  ];
-  const rows = [];
-  for (const [sent, payload, status, mustClose] of cases) rows.push(await rawCase(svc.port, { sent, payload, status, mustClose }));
-  return rows;
-}
 
 /**
  * 3. Clients that pipeline without ever reading: the answers would pile up in the server's memory.
@@ -190,20 +137,6 @@ export async function oversizedBodies(ctx) {
   }
 
   {
-    const svc = await ctx.start('oversized-naive');
-    const results = await Promise.all(Array.from({ length: 20 }, () => writeAllThenRead(svc.port, 20 * MB)));
-    const got413 = results.filter((r) => parseResponses(r.answer)[0]?.status === 413).length;
-    const endings = tally(results.map((r) => r.ending));
-    rows.push({
-      sent: '20 clients × 20 MB body with `Content-Length`, writing all of it before reading',
-      got: `${got413}/20 read the 413; ${countsText(endings)}`,
-      failures: got413 === 20 ? [] : [`${20 - got413} of 20 never saw the 413`],
-      rssMb: svc.peakRssMb(),
-      details: { endings, bytesSent: results.map((r) => r.bytesSent) },
-    });
-  }
-
-  {
     const svc = await ctx.start('oversized-expect');
     const payload = 'POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10485760\r\nExpect: 100-continue\r\n\r\n';
     const exchanges = await Promise.all(Array.from({ length: 50 }, () => rawExchange(svc.port, payload, { waitMs: 3000 })));
@@ -218,42 +151,6 @@ export async function oversizedBodies(ctx) {
     });
   }
   return rows;
-}
-
-/** 6. Clients that go away mid-body: not the server's fault, so no 5xx and no error log, but counted as 499. */
-export async function clientDrops(ctx) {
-  const svc = await ctx.start('client-drops');
-  const head = 'POST /product HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\n';
-  await Promise.all(
-    Array.from({ length: 200 }, async (_, i) => {
-      const socket = net.connect(svc.port, '127.0.0.1');
-      socket.on('error', () => {});
-      await connected(socket);
-      socket.write(head + 'x'.repeat(500));
-      await sleep(50); // the request reaches the application before the client leaves
-      // Half close politely (FIN), half abort (RST): the two ways a client disappears.
-      if (i % 2 === 0) socket.destroy();
-      else socket.resetAndDestroy();
-    }),
-  );
-  await sleep(500);
-  const text = await svc.metrics();
-  const series = { http_request_method: /^POST$/, http_route: /^\/product$/ };
-  const fiveXx = metricSum(text, 'http_server_request_duration_seconds_count', { ...series, http_response_status_code: /^5\d\d$/ });
-  const c499 = metricSum(text, 'http_server_request_duration_seconds_count', { ...series, http_response_status_code: /^499$/ });
-  const errorLines = svc.logLines().filter((l) => l.level === 'error' || l.level === 'fatal');
-  return [
-    {
-      sent: '200 clients: `Content-Length: 1000`, 500 bytes, then 100 close (FIN) and 100 reset (RST)',
-      got: `POST /product 5xx: ${fiveXx}, 499: ${c499}; ${errorLines.length} error/fatal log lines`,
-      failures: [
-        ...(fiveXx === 0 ? [] : [`${fiveXx} counted as 5xx`]),
-        ...(c499 === 200 ? [] : [`499 counts ${c499}, not 200`]),
-        ...(errorLines.length === 0 ? [] : [`error log: ${JSON.stringify(errorLines[0]).slice(0, 120)}`]),
-      ],
-      details: { fiveXx, c499, errorLines: errorLines.slice(0, 5) },
-    },
-  ];
 }
 
 /**

@@ -9,18 +9,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { settleOnce } from './clients.mjs';
 
 const WORKERS = {
-  /**
-   * A loop ends early when its connection is refused (the listener closed); failedReused = failures
-   * on a connection kept alive from an earlier answer.
-   */
+  /** A loop ends early when its connection is refused (the listener closed). */
   async keepalive(o) {
     const agent = new http.Agent({ keepAlive: true, maxSockets: o.connections });
     const filler = o.userAgentBytes ? crypto.randomBytes(o.userAgentBytes).toString('base64').slice(0, o.userAgentBytes) : undefined;
     const statuses = {};
     const errors = {};
     let refused = 0;
-    let failedReused = 0;
-    let okAfter = 0;
     let sent = 0;
     const end = Date.now() + o.seconds * 1000;
     const [method, path, body, okStatus] = o.path === undefined ? ['POST', '/product', '{"name":"hostile"}', 201] : ['GET', o.path, '', 200];
@@ -41,14 +36,13 @@ const WORKERS = {
         req.end(method === 'POST' ? body : undefined);
       });
     const loop = async () => {
-      while (Date.now() < Math.min(end, o.stopAt ?? Infinity)) {
+      while (Date.now() < end) {
         let req;
         try {
           const status = await post((r) => {
             req = r;
           });
           statuses[status] = (statuses[status] ?? 0) + 1;
-          if (status === okStatus && o.countAfter && Date.now() >= o.countAfter) okAfter++;
         } catch (err) {
           if (err.code === 'ECONNREFUSED') {
             refused++;
@@ -57,7 +51,6 @@ const WORKERS = {
           // Whether the request went on a connection kept alive from an earlier answer, or a new one.
           const key = `${err.code ?? err.message} on a ${req?.reusedSocket ? 'kept-alive' : 'new'} connection`;
           errors[key] = (errors[key] ?? 0) + 1;
-          if (req?.reusedSocket) failedReused++;
           await sleep(10);
         }
       }
@@ -66,7 +59,7 @@ const WORKERS = {
     agent.destroy();
     const ok = statuses[okStatus] ?? 0;
     const all = Object.values(statuses).reduce((a, b) => a + b, 0) + Object.values(errors).reduce((a, b) => a + b, 0);
-    return { sent, ok, okAfter, statuses, errors, refused, failed: all - ok, failedReused };
+    return { sent, ok, statuses, errors, refused, failed: all - ok };
   },
 
   async 'pipeline-flood'(o) {

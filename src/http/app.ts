@@ -5,7 +5,7 @@ import type { Metrics } from '../observability/metrics';
 import { answerProblems, recordRequests, routeOnServerSpan } from './middleware';
 
 /** The Koa application: a request passes the middleware in this order, then the router. No globals. */
-export function createApp(deps: { router: Router; logger: Logger; metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'> }): Koa {
+export function createApp(deps: { router: Router; logger: Logger; metrics: Metrics }): Koa {
   const app = new Koa();
   app.use(recordRequests(deps.logger, deps.metrics));
   app.use(routeOnServerSpan());

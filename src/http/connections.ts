@@ -6,7 +6,7 @@ import { ServerResponse, STATUS_CODES, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger';
-import type { Metrics } from '../observability/metrics';
+import type { Metrics, RefusalReason } from '../observability/metrics';
 import { problemAnswer, sendProblem } from './problem';
 import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 
@@ -32,17 +32,6 @@ export class ConnectionClosed extends Error {
   }
 }
 
-export const REFUSAL_REASONS = [
-  'bad_request',
-  'connect',
-  'expectation_failed',
-  'headers_too_large',
-  'http_version_not_supported',
-  'request_timeout',
-  'pipelining_limit',
-  'connection_limit',
-] as const;
-export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
   400: 'bad_request',
   405: 'connect',

@@ -3,12 +3,9 @@
  * error, so that it takes the real paths: the 500 answer, its logs, metrics and span.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Gauge, type Registry, type RegistryContentType } from 'prom-client';
-import type { Config } from '../config';
+import type { Faults } from '../config';
 import type { Logger } from '../observability/logger';
 import { canAnswerOn, ConnectionClosed } from './connections';
-
-export type Faults = Pick<Config, 'faultErrorRatio' | 'faultDelayMs'>;
 
 class InjectedFault extends Error {
   constructor(errorRatio: number) {
@@ -31,20 +28,6 @@ export function faultInjector(faults: Faults): ((req: IncomingMessage, res: Serv
     }
     if (Math.random() < errorRatio) throw new InjectedFault(errorRatio);
   };
-}
-
-/** Shown so that a rehearsal is not taken for an incident; one gauge per unit, not a label mixing a ratio and seconds. */
-export function registerFaultMetrics(registry: Registry<RegistryContentType>, faults: Faults): void {
-  new Gauge({
-    name: 'product_service_fault_error_ratio',
-    help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',
-    registers: [registry],
-  }).set(faults.faultErrorRatio);
-  new Gauge({
-    name: 'product_service_fault_delay_seconds',
-    help: 'Delay added on purpose before POST /product answers (FAULT_DELAY, a game day); 0 when no fault is injected.',
-    registers: [registry],
-  }).set(faults.faultDelayMs / 1000);
 }
 
 /** A rehearsal must not be mistaken for an incident: said at start, and on /metrics. */

@@ -8,7 +8,7 @@ import { createHttpServer, METRICS_MAX_CONNECTIONS, type ServerOptions } from '.
  * Off the API port, so the API can be exposed through an ingress without the metrics; the same
  * hardened server, since anything can reach it; plain node:http: two answers need no framework.
  */
-export function createMetricsServer(metrics: Pick<Metrics, 'render'>, logger: Logger, options: ServerOptions = {}): Server {
+export function createMetricsServer(metrics: Metrics, logger: Logger, options: ServerOptions = {}): Server {
   const scrape = (req: IncomingMessage, res: ServerResponse): void => {
     serveMetrics(req, res, metrics).catch((error: unknown) => {
       logger.error({ err: error }, 'failed to render metrics');
@@ -19,7 +19,7 @@ export function createMetricsServer(metrics: Pick<Metrics, 'render'>, logger: Lo
   return createHttpServer(scrape, { logger, maxConnections: METRICS_MAX_CONNECTIONS }, options);
 }
 
-async function serveMetrics(req: IncomingMessage, res: ServerResponse, metrics: Pick<Metrics, 'render'>): Promise<void> {
+async function serveMetrics(req: IncomingMessage, res: ServerResponse, metrics: Metrics): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
   if (path !== '/metrics') return sendProblem(res, problemAnswer(404));
   if (req.method !== 'GET' && req.method !== 'HEAD') return sendProblem(res, problemAnswer(405, undefined, { Allow: 'GET, HEAD' }));

@@ -12,7 +12,7 @@ import { PROBE_ROUTES } from './routes';
 import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 
 /** Gives the answer its id, then records the request: the histogram (a sampled trace as exemplar) and the log line. */
-export function recordRequests(logger: Logger, metrics: Pick<Metrics, 'observeRequest' | 'receivedAt'>): Middleware {
+export function recordRequests(logger: Logger, metrics: Metrics): Middleware {
   return async function recordRequests(ctx, next) {
     const startedAt = metrics.receivedAt(ctx.req) ?? performance.now();
     const answerId = traceResponse();

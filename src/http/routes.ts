@@ -5,13 +5,13 @@ import { trace } from '@opentelemetry/api';
 import type { Config } from '../config';
 import type { Metrics } from '../observability/metrics';
 import { faultInjector } from './faults';
-import { requestTarget } from './request-target';
+import { requestTarget } from '../request-target';
 import { drainRequestBody } from './request-body';
 
-/** The slices of the service's config and metrics the routes use: one more is a name in a Pick, no wiring. */
+/** The slice of the service's config the routes use, and its metrics. */
 export interface RouteDependencies {
   config: Pick<Config, 'bodyLimit' | 'faultErrorRatio' | 'faultDelayMs'>;
-  metrics: Pick<Metrics, 'countProductIdIssued'>;
+  metrics: Metrics;
   /** Tests replace it to provoke failures. */
   issueProductId?: () => number;
 }
@@ -21,7 +21,7 @@ const HEALTH = '/health';
 /** Routes only probes call (the kubelet's): their requests get no span, and their log lines are at debug. */
 export const PROBE_ROUTES: ReadonlySet<string> = new Set([HEALTH]);
 
-/** The API's product id range, inclusive: openapi.yaml, the docs, the tests and the benchmark are checked against it. */
+/** The API's product id range, inclusive: the tests read it here; openapi.yaml's copy, the one users read, is checked against it. */
 export const PRODUCT_ID_MIN = 1;
 export const PRODUCT_ID_MAX = 2_147_483_646;
 

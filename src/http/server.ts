@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { canAnswerOn, clientErrorDetail, guardConnections, type LingeringLimits, type Refusal } from './connections';
-import { requestTarget } from './request-target';
+import { requestTarget } from '../request-target';
 import { SECURITY_HEADERS } from './security-headers';
 
 /**

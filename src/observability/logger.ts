@@ -23,7 +23,7 @@ export function createLogger(options: LoggerOptions): Logger {
     {
       level: options.level,
       base: { service: options.service.name, version: options.service.version },
-      timestamp: isoTimeCachedPerMillisecond(),
+      timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
     options.destination ?? stdout,
@@ -51,20 +51,6 @@ function reportDroppedLines(stdout: SonicBoom, logger: Logger, onDroppedLines: (
     unreported = 0;
     logger.warn({ dropped_lines: dropped }, 'log lines dropped while stdout was blocked');
   });
-}
-
-/** pino's isoTime, formatted once per millisecond instead of once per line: under load many lines share one. */
-function isoTimeCachedPerMillisecond(): () => string {
-  let formattedAt = -1;
-  let formatted = '';
-  return () => {
-    const now = Date.now();
-    if (now !== formattedAt) {
-      formattedAt = now;
-      formatted = `,"time":"${new Date(now).toISOString()}"`;
-    }
-    return formatted;
-  };
 }
 
 const STDOUT_FLUSH_INTERVAL_MS = 250;

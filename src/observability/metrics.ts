@@ -2,9 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type LabelValues, type RegistryContentType } from 'prom-client';
-import type { Config } from '../config';
-import { registerFaultMetrics, type Faults } from '../http/faults';
-import { REFUSAL_REASONS, type RefusalReason } from '../http/connections';
+import type { Config, Faults } from '../config';
 import type { ServiceInfo } from '../service-info';
 import { fromPeers } from './span-attributes';
 import type { Telemetry } from './telemetry';
@@ -24,6 +22,19 @@ const NO_EXEMPLAR = Object.freeze({});
 const KNOWN_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'QUERY', 'TRACE']);
 
 export type Metrics = Readonly<ReturnType<typeof createMetrics>>;
+
+/** Why the API server turned a request away before the application: the label of product_service_http_requests_refused_total. */
+export const REFUSAL_REASONS = [
+  'bad_request',
+  'connect',
+  'expectation_failed',
+  'headers_too_large',
+  'http_version_not_supported',
+  'request_timeout',
+  'pipelining_limit',
+  'connection_limit',
+] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 export interface MetricsOptions {
   service: ServiceInfo;
@@ -118,6 +129,20 @@ export function createMetrics(options: MetricsOptions) {
     },
     render: createRenderer(registry),
   };
+}
+
+/** Shown so that a rehearsal is not taken for an incident; one gauge per unit, not a label mixing a ratio and seconds. */
+function registerFaultMetrics(registry: Registry<RegistryContentType>, faults: Faults): void {
+  new Gauge({
+    name: 'product_service_fault_error_ratio',
+    help: 'Share of POST /product requests answered 500 on purpose (FAULT_ERROR_RATIO, a game day); 0 when no fault is injected.',
+    registers: [registry],
+  }).set(faults.faultErrorRatio);
+  new Gauge({
+    name: 'product_service_fault_delay_seconds',
+    help: 'Delay added on purpose before POST /product answers (FAULT_DELAY, a game day); 0 when no fault is injected.',
+    registers: [registry],
+  }).set(faults.faultDelayMs / 1000);
 }
 
 /** Beyond it, the clocks disagree or the header is forged: no proxy holds a request longer (nginx's proxy timeouts: 60 s). */

@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
 import type { Attributes } from '@opentelemetry/api';
 import type { AddressRange } from '../config';
-import { requestTarget } from '../http/request-target';
+import { requestTarget } from '../request-target';
 
 export const REDACTED = 'REDACTED';
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { REFUSAL_REASONS } from '../../src/http/connections';
+import { REFUSAL_REASONS } from '../../src/observability/metrics';
 import { DASHBOARD, allPanels, loadDashboard, promTargets, type Dashboard, type Panel } from './tools';
 
 // Static checks of the chart's dashboard (helm/product-service/files/dashboards/product-service.json,

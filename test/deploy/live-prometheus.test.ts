@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { PRODUCT_ID_MAX, PRODUCT_ID_MIN } from '../../src/http/routes';
 import { must } from '../chart/helm';
 import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
@@ -104,7 +105,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     expect(statuses.get(404)).toBeGreaterThan(0);
     expect(statuses.get(405)).toBeGreaterThan(0);
     expect([...statuses.keys()].sort()).toEqual([200, 201, 404, 405]);
-    for (const id of ids) expect(Number.isInteger(id) && id >= 1 && id <= 2147483646).toBe(true);
+    for (const id of ids) expect(Number.isInteger(id) && id >= PRODUCT_ID_MIN && id <= PRODUCT_ID_MAX).toBe(true);
   });
 
   it('product_ids_issued_total in Prometheus equals the ids the test received', async () => {

@@ -1,8 +1,7 @@
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, onTestFinished } from 'vitest';
-import { parseConfig } from '../../src/config';
-import type { Faults } from '../../src/http/faults';
+import { parseConfig, type Faults } from '../../src/config';
 import type { ServerOptions } from '../../src/http/server';
 import { createLogger } from '../../src/observability/logger';
 import { createMetrics } from '../../src/observability/metrics';

@@ -4,7 +4,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { parse } from 'yaml';
 import { ROOT } from './paths';
 
-export const OPENAPI_FILE = join(ROOT, 'openapi.yaml');
+const OPENAPI_FILE = join(ROOT, 'openapi.yaml');
 
 /** The parts of an OpenAPI 3.1 document the tests read, after every $ref is resolved. */
 interface Header {

@@ -26,8 +26,7 @@ type ReceivedLogRecord = ReturnType<typeof logsOf>[number];
 export type ReceiverMode = 'ok' | 'error' | 'hang';
 
 export interface ReceiverOptions {
-  /** 0 (the default) lets the OS choose; 4318 is OTLP/HTTP's default port. */
-  port?: number;
+  /** Where it listens, on a port the OS picks: 127.0.0.1 unless the service runs elsewhere (a container). */
   host?: string;
   errorStatus?: number;
   tls?: { key: string | Buffer; cert: string | Buffer };
@@ -50,7 +49,7 @@ interface Signal<T> {
 }
 
 export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: ReceiverOptions = {}) {
-  const { port: wantedPort = 0, host = '127.0.0.1', errorStatus = 503, tls } = options;
+  const { host = '127.0.0.1', errorStatus = 503, tls } = options;
   const spans: ReceivedSpan[] = [];
   const logs: ReceivedLogRecord[] = [];
   const requests: ExportRequest[] = [];
@@ -83,7 +82,7 @@ export async function startOtlpReceiver(mode: ReceiverMode = 'ok', options: Rece
     });
   };
   const server: Server = tls === undefined ? createServer(handle) : createTlsServer(tls, handle);
-  server.listen(wantedPort, host);
+  server.listen(0, host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
 
