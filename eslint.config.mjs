@@ -4,7 +4,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'dist-dev/', 'node_modules/', 'coverage/', '.tools/', 'helm/', 'bench/results/'] },
+  { ignores: ['dist/', 'dist-dev/', '.stryker-tmp/', 'reports/', 'node_modules/', 'coverage/', '.tools/', 'helm/', 'bench/results/'] },
   js.configs.recommended,
   {
     files: ['**/*.ts'],

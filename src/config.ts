@@ -110,6 +110,7 @@ function readByteSize(env: Env, name: string, fallback: string): number {
   const match = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(value);
   if (match === null) throw new ConfigError(name, value, allowed);
   // bytes.parse floors fractions ("1.5" would become 1 byte): the size must be whole as written.
+  // Stryker disable next-line StringLiteral: equivalent, bytes.parse reads "1" as "1b" (one byte).
   const size = Number(match[1]) * (bytes.parse(`1${match[2] ?? 'b'}`) ?? Number.NaN);
   if (!Number.isSafeInteger(size) || size < 1) throw new ConfigError(name, value, allowed);
   return size;

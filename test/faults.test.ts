@@ -94,8 +94,9 @@ describe('faults, in-process', () => {
     expect(sampleValue(await svc.exposition(), 'product_ids_issued_total')).toBe(400 - failed);
   });
 
-  it('FAULT_DELAY holds POST /product for the delay while /health answers; the histogram records it as slow', async () => {
+  it('FAULT_DELAY holds POST /product for the delay while /health answers; the histogram and the request line record it as slow', async () => {
     const svc = await startWithFaults(0, 300);
+    const startedAt = Date.now();
     const started = performance.now();
     const order: string[] = [];
     const delayed = post(svc.baseUrl).then(async (response) => {
@@ -118,6 +119,14 @@ describe('faults, in-process', () => {
     expect(postsWithin(body, '0.25')).toBe(0);
     expect(postsWithin(body, '+Inf')).toBe(1);
     expect(sampleValue(body, 'product_service_fault_delay_seconds')).toBe(0.3);
+    // The request line: how long the service held it, and when it was written (ISO-8601, as pino's isoTime).
+    const line = svc.logs.find((l) => l.msg === 'request completed' && l.route === '/product');
+    expect(line?.duration_ms).toBeGreaterThanOrEqual(300);
+    expect(line?.duration_ms).toBeLessThanOrEqual(answer.ms);
+    const time = String(line?.time);
+    expect(new Date(time).toISOString()).toBe(time);
+    expect(Date.parse(time)).toBeGreaterThanOrEqual(startedAt + 300);
+    expect(Date.parse(time)).toBeLessThanOrEqual(Date.now());
   });
 
   it('FAULT_DELAY then FAULT_ERROR_RATIO: a slow failure', async () => {

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { inProcessForSuite, inProcessForTest, type InProcessService } from './support/in-process';
 import { parseResponse, rawExchange } from './support/raw-http';
-import { REFUSAL_REASONS } from '../src/observability/metrics';
+import { createMetrics, REFUSAL_REASONS } from '../src/observability/metrics';
 import { exportingServiceForSuite, VERSION } from './support/service-process';
 
 const PLAIN_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
@@ -105,6 +105,19 @@ describe('counting, in-process', () => {
     expect(await refused('http_version_not_supported')).toBe(1);
     expect(await refused('expectation_failed')).toBe(1);
     expect(samples(await svc.exposition(), 'http_server_request_duration_seconds_count').every(({ value }) => value === 0)).toBe(true);
+  });
+});
+
+describe('process metrics, in-process', () => {
+  it('nodejs_eventloop_time_seconds_total: active and idle are seconds, together at most the time the process has run', async () => {
+    const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test', config: 'test' }, processMetrics: true });
+    const body = (await metrics.render(undefined)).body;
+    const [active = NaN, idle = NaN] = ['active', 'idle'].map((state) =>
+      sampleValue(body, 'nodejs_eventloop_time_seconds_total', { nodejs_eventloop_state: state }),
+    );
+    expect(active).toBeGreaterThan(0);
+    expect(idle).toBeGreaterThan(0);
+    expect(active + idle).toBeLessThanOrEqual(performance.now() / 1000);
   });
 });
 

@@ -1,0 +1,31 @@
+// Mutation testing: `npm run test:mutation` (docs/development.md, "Mutation score"). Stryker mutates
+// src/ and runs, for each mutant, the `service` project's tests that cover it (vitest.config.mts),
+// in-process. Suites that spawn dist/ run too, on a build of the mutated sources made in Stryker's
+// sandbox (buildCommand), but with no mutant active: the child does not know which one is.
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  mutate: ['src/**/*.ts'],
+  testRunner: 'vitest',
+  vitest: { configFile: 'vitest.config.mts' },
+  plugins: ['@stryker-mutator/vitest-runner', './scripts/mutation-score.mjs'],
+  // Stryker links node_modules into its sandbox only after the build command, which needs it first;
+  // the command is run without a shell, its words split at unescaped spaces.
+  symlinkNodeModules: false,
+  // Built there from the mutated sources, not copied.
+  ignorePatterns: ['/dist', '/dist-dev'],
+  buildCommand: String.raw`sh -c ln\ -s\ ../../node_modules\ node_modules\ &&\ npm\ run\ build`,
+  coverageAnalysis: 'perTest',
+  // A mutant of code that runs only while modules load (a constant's value) needs the whole suite
+  // rerun with it (minutes each on 2 cores); it is reported as ignored, not counted.
+  ignoreStatic: true,
+  // One test process: the machine this runs on has 2 cores (`--concurrency N` to use more).
+  concurrency: 1,
+  // A second run reuses the first's results for the mutants and tests that did not change. The file
+  // stays out of git (reports/ is ignored): it changes with every commit to src/ or test/.
+  incremental: true,
+  incrementalFile: 'reports/stryker-incremental.json',
+  reporters: ['progress', 'clear-text', 'json', 'html', 'mutation-score'],
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  htmlReporter: { fileName: 'reports/mutation/mutation.html' },
+  cleanTempDir: 'always',
+};
