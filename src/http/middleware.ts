@@ -22,7 +22,8 @@ export function recordRequests(logger: Logger, metrics: Metrics): Middleware {
     const route = routeOf(ctx);
     const status = ctx.status;
     metrics.observeRequest(ctx.method, route, status, seconds, sampledTraceId());
-    const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3, trace_id: traceIdOf(answerId) };
+    const product_id = (ctx.state as { productId?: number }).productId;
+    const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3, trace_id: traceIdOf(answerId), product_id };
     if (PROBE_ROUTES.has(route)) logger.debug(line, 'request completed');
     else logger.info(line, 'request completed');
   };
