@@ -29,13 +29,21 @@ export function recordRequests(logger: Logger, metrics: Metrics): Middleware {
   };
 }
 
-/** instrumentation-http names the server span from the RPC metadata's route when the response ends. */
+/**
+ * instrumentation-http names the server span from the RPC metadata's route in its listener on the
+ * response's 'close', which for a client that left (499) fires before Koa's middleware resumes:
+ * the route is put there by a listener run just before it, whatever ended the response.
+ */
 export function routeOnServerSpan(): Middleware {
-  return async function routeOnServerSpan(ctx, next) {
-    await next();
+  return function routeOnServerSpan(ctx, next) {
     const rpc = getRPCMetadata(context.active());
-    const route = routeOf(ctx);
-    if (rpc !== undefined && route !== UNMATCHED_ROUTE) rpc.route = route;
+    if (rpc !== undefined) {
+      ctx.res.prependOnceListener('close', () => {
+        const route = routeOf(ctx);
+        if (route !== UNMATCHED_ROUTE) rpc.route = route;
+      });
+    }
+    return next();
   };
 }
 
