@@ -53,7 +53,7 @@ async function exchangeUntilClosed(port: number, payload: string): Promise<strin
 const SHORT_TIMEOUTS: ServerOptions = { timeouts: { keepAliveTimeout: 5000, headersTimeout: 300, requestTimeout: 600, connectionsCheckingInterval: 50 } };
 
 describe('a client that leaves in the middle of its body', () => {
-  it('is recorded as 499 in the histogram, the info request line and the server span; nothing is written to it, no id is issued, nothing is logged as an error', async () => {
+  it('is recorded as 499 in the histogram, the info request line and the server span (named and routed POST /product); nothing is written to it, no id is issued, nothing is logged as an error', async () => {
     const collector = await startOtlpReceiver('ok');
     onTestFinished(() => collector.close());
     const svc = await serviceForTest({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '200', TRACE_CONTEXT_FROM: '127.0.0.1' }); // the traceparent it sends is believed
@@ -88,6 +88,9 @@ describe('a client that leaves in the middle of its body', () => {
     for (const traceId of traceIds) {
       const span = spans.find((s) => s.kind === 2 && s.traceId === traceId);
       expect(span?.attributes['http.response.status_code']).toBe(499);
+      // Named and routed as every other request of its route, though it ended before Koa's middleware resumed.
+      expect(span?.name).toBe('POST /product');
+      expect(span?.attributes['http.route']).toBe('/product');
       expect(span?.status.code).not.toBe(2);
     }
   });

@@ -14,10 +14,15 @@ const post = (baseUrl: string, body = '{}'): Promise<Response> =>
   fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
 
 describe('the built service at the default level (info)', () => {
-  it('writes JSON lines with a level word, ISO time, service and version; one line per request; never the body', async () => {
+  it('writes JSON lines with a level word, ISO time, service and version; one line per request with the product_id it issued; never the body', async () => {
     const svc = await serviceForTest();
     const marker = 'body-marker-7f3a9c';
-    for (let i = 0; i < 3; i += 1) expect((await post(svc.baseUrl, `{"name":"${marker}-${i}"}`)).status).toBe(201);
+    const issued: unknown[] = [];
+    for (let i = 0; i < 3; i += 1) {
+      const response = await post(svc.baseUrl, `{"name":"${marker}-${i}"}`);
+      expect(response.status).toBe(201);
+      issued.push(((await response.json()) as { product_id: unknown }).product_id);
+    }
     expect((await fetch(`${svc.baseUrl}/health`)).status).toBe(200);
     expect((await fetch(`${svc.baseUrl}/nope`)).status).toBe(404);
     await svc.waitForLog((line) => line.msg === 'request completed' && line.route === 'unmatched');
@@ -29,6 +34,8 @@ describe('the built service at the default level (info)', () => {
       expect(typeof line.duration_ms).toBe('number');
       expect(line.duration_ms).toBeGreaterThanOrEqual(0);
     }
+    // The id a caller quotes leads to its request's line.
+    expect(requestLines.map((line) => line.product_id)).toEqual([...issued, undefined]);
     expect(requestLines[3]).toMatchObject({ level: 'info', method: 'GET', status: 404 });
 
     // stop() resolves once stdout is closed, so every line the process wrote has been read.

@@ -22,19 +22,28 @@ export function recordRequests(logger: Logger, metrics: Metrics): Middleware {
     const route = routeOf(ctx);
     const status = ctx.status;
     metrics.observeRequest(ctx.method, route, status, seconds, sampledTraceId());
-    const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3, trace_id: traceIdOf(answerId) };
+    const product_id = (ctx.state as { productId?: number }).productId;
+    const line = { method: ctx.method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3, trace_id: traceIdOf(answerId), product_id };
     if (PROBE_ROUTES.has(route)) logger.debug(line, 'request completed');
     else logger.info(line, 'request completed');
   };
 }
 
-/** instrumentation-http names the server span from the RPC metadata's route when the response ends. */
+/**
+ * instrumentation-http names the server span from the RPC metadata's route in its listener on the
+ * response's 'close', which for a client that left (499) fires before Koa's middleware resumes:
+ * the route is put there by a listener run just before it, whatever ended the response.
+ */
 export function routeOnServerSpan(): Middleware {
-  return async function routeOnServerSpan(ctx, next) {
-    await next();
+  return function routeOnServerSpan(ctx, next) {
     const rpc = getRPCMetadata(context.active());
-    const route = routeOf(ctx);
-    if (rpc !== undefined && route !== UNMATCHED_ROUTE) rpc.route = route;
+    if (rpc !== undefined) {
+      ctx.res.prependOnceListener('close', () => {
+        const route = routeOf(ctx);
+        if (route !== UNMATCHED_ROUTE) rpc.route = route;
+      });
+    }
+    return next();
   };
 }
 

@@ -40,6 +40,8 @@ export function createRouter({ config, metrics, issueProductId = randomProductId
     if (injectFault !== undefined) await injectFault(ctx.req, ctx.res);
     const productId = issueProductId();
     trace.getActiveSpan()?.setAttribute('product.id', productId);
+    // Koa's ctx.state carries it to the request's log line (middleware.ts), where on call looks for what a caller got.
+    ctx.state.productId = productId;
     metrics.countProductIdIssued();
     ctx.status = 201;
     ctx.set('Content-Type', 'application/json; charset=utf-8');

@@ -66,7 +66,7 @@ describe('PrometheusRule', () => {
     }
   });
 
-  it('links every alert to its runbook section and to the dashboard under the uid the dashboard gets, or the one the values set', () => {
+  it('links every alert to its runbook section and, at grafanaUrl, to the dashboard under the uid the dashboard gets, or the one the values set', () => {
     const links = set(
       'monitoring.prometheusRule.runbookUrl=https://runbooks.example.com/product-service',
       'monitoring.prometheusRule.grafanaUrl=https://grafana.example.com',
@@ -76,11 +76,12 @@ describe('PrometheusRule', () => {
       expect(rule.annotations?.runbook_url).toBe(`https://runbooks.example.com/product-service#${String(rule.alert).toLowerCase()}`);
       expect(rule.annotations?.dashboard_url).toBe(`https://grafana.example.com/d/${dashboard.uid}?var-job=products-product-service&var-namespace=shop`);
     }
-    // Without grafanaUrl, a link relative to Grafana.
-    const uid = set('monitoring.grafanaDashboard.uid=shop-products');
+    const uid = set('monitoring.grafanaDashboard.uid=shop-products', 'monitoring.prometheusRule.grafanaUrl=https://grafana.example.com/');
     expect(dashboardConfigMap(uid).dashboard.uid).toBe('shop-products');
     for (const rule of alerts(rulesOf(uid)))
-      expect(rule.annotations?.dashboard_url).toBe('/d/shop-products?var-job=products-product-service&var-namespace=shop');
+      expect(rule.annotations?.dashboard_url).toBe('https://grafana.example.com/d/shop-products?var-job=products-product-service&var-namespace=shop');
+    // Without grafanaUrl no link at all: a path alone is one a pager cannot open.
+    for (const rule of alerts(rulesOf([]))) expect(rule.annotations).not.toHaveProperty('dashboard_url');
   });
 
   it('adds the extra labels and annotations to every alert, the interval to every group, and leaves out disabled alerts', () => {

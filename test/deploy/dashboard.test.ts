@@ -1,7 +1,10 @@
-import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { onTestFinished, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import { REFUSAL_REASONS } from '../../src/observability/metrics';
-import { DASHBOARD, allPanels, loadDashboard, promTargets, type Dashboard, type Panel } from './tools';
+import { DASHBOARD, PROMETHEUS_INSTALL, allPanels, interpolate, loadDashboard, promTargets, requireTool, run, type Dashboard, type Panel } from './tools';
 
 // Static checks of the chart's dashboard (helm/product-service/files/dashboards/product-service.json,
 // which the compose stack provisions too); its queries run against a real Prometheus in
@@ -198,5 +201,38 @@ describe('Grafana dashboard', () => {
         expect(overlap, `${a.title} overlaps ${b.title}`).toBe(false);
       }
     }
+  });
+});
+
+// A latency outage: every POST /product a 499 (callers gave up), as the histogram records them.
+// Prometheus' own engine (promtool) runs every latency quantile the dashboard shows over it.
+describe('the latency panels and the p99 stat in an outage where every caller gives up (499)', () => {
+  it('show a latency, not NaN or nothing', () => {
+    const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
+    const quantiles = promTargets(dashboard).filter(({ expr }) => /^histogram_quantile\(.*http_server_request_duration_seconds_bucket/.test(expr));
+    expect(quantiles.map(({ panel }) => panel.title)).toContain('p99 POST /product');
+    const labels =
+      'job="product-service", namespace="local", pod="p-1", instance="10.0.0.1:9464", http_request_method="POST", http_route="/product", http_response_status_code="499"';
+    const tests = {
+      rule_files: [],
+      evaluation_interval: '1m',
+      tests: [
+        {
+          interval: '1m',
+          input_series: ['1', '+Inf'].map((le) => ({ series: `http_server_request_duration_seconds_bucket{${labels}, le="${le}"}`, values: '0+60x20' })),
+          promql_expr_test: quantiles.map(({ panel, expr }) => ({
+            // count() of the values that are numbers: 1 for a panel that shows a latency, nothing for one that is empty or NaN.
+            expr: `count((${interpolate(expr, { job: 'product-service', namespace: 'local', pod: '.*', instance: '.*' }, '5m')}) >= 0) # ${panel.title}`,
+            eval_time: '15m',
+            exp_samples: [{ labels: '{}', value: 1 }],
+          })),
+        },
+      ],
+    };
+    const dir = mkdtempSync(join(tmpdir(), 'dashboard-499-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'outage.test.yaml'), stringify(tests));
+    const result = run(promtool, ['test', 'rules', 'outage.test.yaml'], { cwd: dir });
+    expect(result.status, result.stdout + result.stderr).toBe(0);
   });
 });

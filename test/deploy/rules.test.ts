@@ -193,7 +193,7 @@ describe('alert and recording rules rendered from the chart', () => {
     }
   });
 
-  it('every alert has a severity, a summary, a description, a runbook section and a dashboard link', () => {
+  it('every alert has a severity, a summary, a description and a runbook section', () => {
     const headings = [...readFileSync(RUNBOOK, 'utf8').matchAll(/^#{2,3} (.+)$/gm)].map((match) => anchor(match[1] ?? ''));
     for (const rule of alertsOf(defaults)) {
       const name = rule.alert ?? '';
@@ -202,7 +202,6 @@ describe('alert and recording rules rendered from the chart', () => {
       expect(rule.annotations?.description, name).toBeTruthy();
       expect(rule.annotations?.runbook_url, name).toBe(`${RUNBOOK_URL}#${name.toLowerCase()}`);
       expect(headings, `docs/runbook.md has no section for ${name}`).toContain(name.toLowerCase());
-      expect(rule.annotations?.dashboard_url, name).toMatch(/^\/d\/product-service-[0-9a-f]{16}\?var-job=products-product-service&var-namespace=shop$/);
     }
   });
 
