@@ -92,7 +92,7 @@ describe('PrometheusRule', () => {
     ]);
     expect(rules.groups.map((group) => group.interval)).toEqual(rules.groups.map(() => '15s'));
     const names = alerts(rules).map((rule) => rule.alert);
-    expect(names).toHaveLength(15);
+    expect(names).toHaveLength(17);
     expect(names).not.toContain('ProductServiceLogLinesDropped');
     for (const rule of alerts(rules)) {
       expect(rule.labels?.team, rule.alert).toBe('shop');

@@ -89,6 +89,17 @@ describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => 
       ['active', 'suppressed', 'suppressed', 'suppressed', 'active'],
     ],
     [
+      'no available replica suppresses the replica count and the traffic stop of its own release only',
+      [
+        alert('ProductServiceNoReplicaAvailable', { job: JOB, namespace: 'catalog' }),
+        alert('ProductServiceReplicasMismatch', { job: JOB, namespace: 'catalog' }),
+        alert('ProductServiceTrafficStopped', { job: JOB, namespace: 'catalog' }),
+        alert('ProductServiceTargetDown', { job: JOB, namespace: 'catalog', pod: 'products-product-service-6b7f9c8d4-x2k9p' }),
+        alert('ProductServiceReplicasMismatch', { job: JOB, namespace: 'staging' }),
+      ],
+      ['active', 'suppressed', 'suppressed', 'active', 'active'],
+    ],
+    [
       'the fast burn suppresses the slow burn and the failure count of its own SLO only',
       [
         alert('ProductServiceErrorBudgetBurnFast', { job: JOB, namespace: 'payments', slo: 'availability' }),
