@@ -326,7 +326,8 @@ describe('the runbook (docs/runbook.md)', () => {
   it("selects in its PromQL the job and namespace the chart's rules select", () => {
     const selectors = [...runbook.matchAll(/\{job="([^"]*)", namespace="([^"]*)"/g)].map((match) => `${match[1] ?? ''}/${match[2] ?? ''}`);
     expect(selectors.length).toBeGreaterThan(5);
-    expect(new Set(selectors)).toEqual(new Set([`${names.JOB ?? ''}/shop`]));
+    // Also the synthetic probe's job, the Prometheus Operator's probe/<namespace>/<Probe name>.
+    expect(new Set(selectors)).toEqual(new Set([`${names.JOB ?? ''}/shop`, `probe/shop/${names.JOB ?? ''}/shop`]));
     expect(runbook).not.toMatch(/job=~/);
   });
 });
