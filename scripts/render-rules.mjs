@@ -35,11 +35,13 @@ function render({ release, namespace, values, set }) {
       chart,
       '--namespace',
       namespace,
-      // The API the PrometheusRule needs, as a cluster with the Prometheus Operator would report it.
+      // The APIs the PrometheusRule (and the Probe it may alert on) need, as a cluster with the Prometheus Operator would report it.
       '--api-versions',
       'monitoring.coreos.com/v1',
       '--api-versions',
       'monitoring.coreos.com/v1/PrometheusRule',
+      '--api-versions',
+      'monitoring.coreos.com/v1/Probe',
       '--set',
       'monitoring.prometheusRule.enabled=true',
       ...values.flatMap((file) => ['--values', file]),

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths';
 import { codeBlocks, section } from './docs';
-import { chartDir, containerOf, envValue, findOne, mainContainer, must, ofKind, set, template } from './helm';
+import { chartDir, containerOf, envValue, findOne, mainContainer, must, ofKind, set, template, templateFails } from './helm';
 import { startKubeApiStub, type KubeApiStub, type KubeRequest } from './kube-api-stub';
 import { validateObject } from './validate';
 
@@ -92,7 +92,7 @@ describe('PrometheusRule', () => {
     ]);
     expect(rules.groups.map((group) => group.interval)).toEqual(rules.groups.map(() => '15s'));
     const names = alerts(rules).map((rule) => rule.alert);
-    expect(names).toHaveLength(15);
+    expect(names).toHaveLength(17);
     expect(names).not.toContain('ProductServiceLogLinesDropped');
     for (const rule of alerts(rules)) {
       expect(rule.labels?.team, rule.alert).toBe('shop');
@@ -106,6 +106,35 @@ describe('PrometheusRule', () => {
     const disabled = ['ProductServiceTelemetryExportFailing', 'ProductServiceSpansDropped', 'ProductServiceLogLinesDropped'];
     const rules = rulesOf(set(...disabled.map((alert) => `monitoring.prometheusRule.disabled.${alert}=true`)));
     expect(rules.groups.map((group) => group.name)).not.toContain('product-service.telemetry');
+  });
+});
+
+// The synthetic probe: a blackbox exporter asks for /health through the API's Service, and the
+// alert reads the series of the Probe's job (the operator's default, probe/<namespace>/<name>).
+describe('Probe', () => {
+  const PROBER = 'prometheus-blackbox-exporter.monitoring.svc:9115';
+
+  it("is off by default; on, it probes /health through the API's Service and ProductServiceProbeFailing reads its job", () => {
+    expect(ofKind(template(MONITORING), 'Probe')).toEqual([]);
+    expect(alerts(rulesOf([])).map((rule) => rule.alert)).not.toContain('ProductServiceProbeFailing');
+    const objects = template([...MONITORING, ...set('monitoring.probe.enabled=true', `monitoring.probe.prober.url=${PROBER}`)]);
+    const probe = findOne(objects, 'Probe');
+    validateObject(probe);
+    const service = ofKind(objects, 'Service').find((s) => s.spec?.ports?.some((port) => port.name === 'http'));
+    const port = service?.spec?.ports?.find((p) => p.name === 'http')?.port;
+    expect(probe.spec).toEqual({
+      module: 'http_2xx',
+      interval: '30s',
+      prober: { url: PROBER, scheme: 'http', path: '/probe' },
+      targets: { staticConfig: { static: [`http://${service?.metadata?.name}.shop.svc:${port}/health`] } },
+    });
+    const rule = alerts(findOne(objects, 'PrometheusRule').spec as never).find((r) => r.alert === 'ProductServiceProbeFailing');
+    expect(rule?.expr).toBe(`probe_success{job="probe/shop/${probe.metadata?.name}", namespace="shop"} == 0`);
+    expect(rule?.labels).toMatchObject({ severity: 'critical', job: 'products-product-service', namespace: 'shop' });
+  });
+
+  it("is refused without the blackbox exporter's address", () => {
+    expect(templateFails(set('monitoring.probe.enabled=true'))).toMatch(/monitoring.probe.enabled needs monitoring.probe.prober.url/);
   });
 });
 
@@ -297,7 +326,8 @@ describe('the runbook (docs/runbook.md)', () => {
   it("selects in its PromQL the job and namespace the chart's rules select", () => {
     const selectors = [...runbook.matchAll(/\{job="([^"]*)", namespace="([^"]*)"/g)].map((match) => `${match[1] ?? ''}/${match[2] ?? ''}`);
     expect(selectors.length).toBeGreaterThan(5);
-    expect(new Set(selectors)).toEqual(new Set([`${names.JOB ?? ''}/shop`]));
+    // Also the synthetic probe's job, the Prometheus Operator's probe/<namespace>/<Probe name>.
+    expect(new Set(selectors)).toEqual(new Set([`${names.JOB ?? ''}/shop`, `probe/shop/${names.JOB ?? ''}/shop`]));
     expect(runbook).not.toMatch(/job=~/);
   });
 });

@@ -6,11 +6,11 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
-import { PodMonitor, PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { PodMonitor, Probe, PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
 
 const MODELS = [ConfigMap, Pod, Service, ServiceAccount, Deployment, HorizontalPodAutoscaler, PodDisruptionBudget, Ingress, NetworkPolicy] as const;
-const CRD_MODELS = [ServiceMonitor, PodMonitor, PrometheusRule, HTTPRoute] as const;
+const CRD_MODELS = [ServiceMonitor, PodMonitor, Probe, PrometheusRule, HTTPRoute] as const;
 export type Kinds = { [M in (typeof MODELS)[number] | (typeof CRD_MODELS)[number] as M['kind']]: InstanceType<M> };
 
 // Each model takes its own kind's type; the rendered object is checked by validate(), not by the compiler.

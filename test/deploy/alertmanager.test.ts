@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
-import { PROMETHEUS_INSTALL, alertsOf, parseRules, renderRules, requireTool, run } from './tools';
+import { PROBE_RULE_VALUES, PROMETHEUS_INSTALL, alertsOf, parseRules, renderRules, requireTool, run } from './tools';
 
 const CONFIG = join(ROOT, 'deploy', 'alertmanager', 'alertmanager.yml');
 const JOB = 'products-product-service';
@@ -23,9 +23,12 @@ describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => 
   let child: ChildProcess;
   let url = '';
   let dir = '';
-  // The severity each alert has in the chart's rules, so the posted alerts are labelled as Prometheus sends them.
+  // The severity each alert has in the chart's rules (the probe's alert included), so the posted alerts are labelled as Prometheus sends them.
   const severity = Object.fromEntries(
-    alertsOf(parseRules(renderRules({ release: 'products', namespace: 'shop' }))).map((rule) => [rule.alert ?? '', rule.labels?.severity ?? '']),
+    alertsOf(parseRules(renderRules({ release: 'products', namespace: 'shop', values: [PROBE_RULE_VALUES] }))).map((rule) => [
+      rule.alert ?? '',
+      rule.labels?.severity ?? '',
+    ]),
   );
 
   beforeAll(async () => {
@@ -87,6 +90,18 @@ describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => 
         alert('ProductServiceTargetDown', { job: JOB, namespace: 'staging', pod: 'products-product-service-6b7f9c8d4-m4q7z' }),
       ],
       ['active', 'suppressed', 'suppressed', 'suppressed', 'active'],
+    ],
+    [
+      'no available replica suppresses the probe, the replica count and the traffic stop of its own release only',
+      [
+        alert('ProductServiceNoReplicaAvailable', { job: JOB, namespace: 'catalog' }),
+        alert('ProductServiceProbeFailing', { job: JOB, namespace: 'catalog' }),
+        alert('ProductServiceReplicasMismatch', { job: JOB, namespace: 'catalog' }),
+        alert('ProductServiceTrafficStopped', { job: JOB, namespace: 'catalog' }),
+        alert('ProductServiceTargetDown', { job: JOB, namespace: 'catalog', pod: 'products-product-service-6b7f9c8d4-x2k9p' }),
+        alert('ProductServiceReplicasMismatch', { job: JOB, namespace: 'staging' }),
+      ],
+      ['active', 'suppressed', 'suppressed', 'suppressed', 'active', 'active'],
     ],
     [
       'the fast burn suppresses the slow burn and the failure count of its own SLO only',

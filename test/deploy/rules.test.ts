@@ -5,9 +5,22 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { codeBlocks, section } from '../chart/docs';
 import { ROOT } from '../support/paths';
 import { ALPHANUMS, decodePodTemplateHash, podName } from './kube-names';
-import { DEPLOY_RULE_VALUES, DEPLOY_RULES, PROMETHEUS_INSTALL, RUNBOOK, alertsOf, parseRules, readRules, renderRules, requireTool, run } from './tools';
+import {
+  DEPLOY_RULE_VALUES,
+  DEPLOY_RULES,
+  PROBE_RULE_VALUES,
+  PROMETHEUS_INSTALL,
+  RUNBOOK,
+  alertsOf,
+  parseRules,
+  readRules,
+  renderRules,
+  requireTool,
+  run,
+} from './tools';
 
 interface AlertTest {
   alertname: string;
@@ -33,6 +46,8 @@ const RUNBOOK_URL = 'https://github.com/example-org/product-service/blob/main/do
 const ALERTS = [
   'ProductServiceDown',
   'ProductServiceNotScraped',
+  'ProductServiceNoReplicaAvailable',
+  'ProductServiceReplicasMismatch',
   'ProductServiceTargetDown',
   'ProductServiceSLIAbsent',
   'ProductServiceErrorBudgetBurnFast',
@@ -48,6 +63,9 @@ const ALERTS = [
   'ProductServiceSpansDropped',
   'ProductServiceLogLinesDropped',
 ];
+
+// Rendered only with the synthetic probe on (monitoring.probe.enabled).
+const PROBE_ALERT = 'ProductServiceProbeFailing';
 
 /** Each unit-test file runs once per `<name>.values.yaml` or `<name>.<variant>.values.yaml`, else on the chart's defaults. */
 const files = readdirSync(TESTS_DIR).sort();
@@ -76,6 +94,7 @@ describe('alert and recording rules rendered from the chart', () => {
   let promtool = '';
   let dir = '';
   const defaults = parseRules(renderRules(RELEASE));
+  const withProbe = alertsOf(parseRules(renderRules({ ...RELEASE, values: [PROBE_RULE_VALUES] })));
   beforeAll(() => {
     promtool = requireTool('promtool', PROMETHEUS_INSTALL);
     dir = mkdtempSync(join(tmpdir(), 'rules-'));
@@ -181,7 +200,7 @@ describe('alert and recording rules rendered from the chart', () => {
     const alertTests = cases.flatMap((c) => c.alert_rule_test ?? []);
     // A firing alert is shown either by alert_rule_test or by an ALERTS{alertstate="firing"} sample.
     const firingSamples = cases.flatMap((c) => (c.promql_expr_test ?? []).flatMap((t) => (t.exp_samples ?? []).map((s) => s.labels)));
-    for (const alert of ALERTS) {
+    for (const alert of [...ALERTS, PROBE_ALERT]) {
       const mine = alertTests.filter((c) => c.alertname === alert);
       const shownFiring =
         mine.some((c) => (c.exp_alerts ?? []).length > 0) || firingSamples.some((labels) => labels.includes(`alertname="${alert}", alertstate="firing"`));
@@ -195,7 +214,8 @@ describe('alert and recording rules rendered from the chart', () => {
 
   it('every alert has a severity, a summary, a description and a runbook section', () => {
     const headings = [...readFileSync(RUNBOOK, 'utf8').matchAll(/^#{2,3} (.+)$/gm)].map((match) => anchor(match[1] ?? ''));
-    for (const rule of alertsOf(defaults)) {
+    expect(withProbe.map((rule) => rule.alert)).toEqual(expect.arrayContaining([...ALERTS, PROBE_ALERT]));
+    for (const rule of withProbe) {
       const name = rule.alert ?? '';
       expect(['critical', 'warning'], name).toContain(rule.labels?.severity);
       expect(rule.annotations?.summary, name).toBeTruthy();
@@ -203,6 +223,22 @@ describe('alert and recording rules rendered from the chart', () => {
       expect(rule.annotations?.runbook_url, name).toBe(`${RUNBOOK_URL}#${name.toLowerCase()}`);
       expect(headings, `docs/runbook.md has no section for ${name}`).toContain(name.toLowerCase());
     }
+  });
+
+  // The runbook's scrape job for a Prometheus without the Operator: promtool accepts it, and its
+  // series carry the job and namespace ProductServiceProbeFailing selects.
+  it("the runbook's plain scrape job for the probe is valid and gives the series the probe alert selects", () => {
+    const [recipe = ''] = codeBlocks(section(RUNBOOK, PROBE_ALERT), 'yaml');
+    const file = join(dir, 'probe-scrape.yml');
+    writeFileSync(file, recipe);
+    const check = run(promtool, ['check', 'config', file]);
+    expect(check.status, check.stdout + check.stderr).toBe(0);
+    const { scrape_configs: [job] = [] } = parse(recipe) as {
+      scrape_configs?: Array<{ job_name: string; static_configs: Array<{ labels: { namespace: string } }> }>;
+    };
+    expect(withProbe.find((rule) => rule.alert === PROBE_ALERT)?.expr).toBe(
+      `probe_success{job="${job?.job_name}", namespace="${job?.static_configs[0]?.labels.namespace}"} == 0`,
+    );
   });
 
   // Sloth's and Pyrra's shape: the SLIs recorded over the shortest window, every longer window
@@ -223,8 +259,9 @@ describe('alert and recording rules rendered from the chart', () => {
       }
       expect(rule.expr, rule.alert ?? rule.record).not.toContain('ALERTS');
     }
-    // 45 rules before (15 alerts, 30 recordings); one alert more now, and 16 rules fewer.
-    expect([rules.filter((rule) => rule.alert).length, records.length]).toEqual([16, 14]);
+    // 45 rules before (15 alerts, 30 recordings); 16 alerts and 14 recordings after the SLO rework,
+    // then the two of Kubernetes' own view (kube-state-metrics).
+    expect([rules.filter((rule) => rule.alert).length, records.length]).toEqual([18, 14]);
   });
 
   it('leave out the alerts disabled in the values, and nothing else', () => {

@@ -284,6 +284,11 @@ release namespace; whatever scrapes the metrics must keep the job equal to this.
 {{- include "product-service.fullname" . }}
 {{- end }}
 
+{{/* What the synthetic probe asks for: /health through the API's Service (monitoring.probe). */}}
+{{- define "product-service.probeTarget" -}}
+{{- printf "http://%s.%s.svc:%v/health" (include "product-service.fullname" .) .Release.Namespace .Values.service.port }}
+{{- end }}
+
 {{/* The metrics Service: `<full name>-metrics`, within the 63 characters of a Service name. */}}
 {{- define "product-service.metricsServiceName" -}}
 {{- printf "%s-metrics" (include "product-service.fullname" . | trunc 55 | trimSuffix "-") }}
