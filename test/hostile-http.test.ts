@@ -413,6 +413,16 @@ describe('a request answered before its body has arrived', () => {
   });
 });
 
+describe('a malformed request pipelined behind a valid one', () => {
+  it('gets its 400 after the answer before it, in order, then the connection closes', async () => {
+    const svc = await inProcessForTest();
+    const raw = await exchangeUntilClosed(svc.port, 'POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}BROKEN\r\n\r\n');
+    const [first = '', second = ''] = raw.split(/(?=HTTP\/1\.1 )/);
+    expect(parseResponse(first).status).toBe(201);
+    expectProblem(parseResponse(second), 400);
+  });
+});
+
 describe("NODE_OPTIONS=--insecure-http-parser (reachable through the chart's extraNodeOptions)", () => {
   it('loosens neither port: CL+TE, obs-fold, bare LF and NUL in a header are refused with 400, and the request after them is not served', async () => {
     const svc = await serviceForTest({ NODE_OPTIONS: '--insecure-http-parser' });
