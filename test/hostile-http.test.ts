@@ -353,7 +353,7 @@ describe('pipelining', () => {
         peakRss = Math.max(peakRss, rss());
         expect(closedByServer()).toBe(floods.length);
       },
-      { timeout: 10_000, interval: 50, message: 'the server closing every flooding connection (its warn lines)' },
+      { timeout: 20_000, interval: 50, message: 'the server closing every flooding connection (its warn lines)' },
     );
     // A socket the server closed reads as ended once it is resumed.
     for (const socket of floods) socket.resume();
