@@ -324,6 +324,13 @@ describe('pipelining', () => {
     expect(answers.slice(MAX_REQUESTS_PER_CONNECTION)).toEqual([expect.stringMatching(/^503 Service Unavailable\r\n/)]);
   });
 
+  it('an HTTP/1.0 client pipelining keep-alive requests gets one answer, with Connection: close (the bound counts HTTP/1.1 only)', async () => {
+    const svc = await inProcessForTest();
+    const raw = await exchangeUntilClosed(svc.port, 'GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n'.repeat(10));
+    expect(raw.split('HTTP/1.1 ')).toHaveLength(2);
+    expect(parseResponse(raw).headers.connection).toBe('close');
+  });
+
   it('20 connections pipelining ~4,700 POSTs each without reading: each is closed, RSS stays under the chart limit (384 MiB), every /health meanwhile answers 200, ids only for answers given', async () => {
     // With the heap the chart gives the pod (60 % of 384 Mi): V8 grows its heap as far as it may
     // under allocation pressure, so a peak only means something with the limit production has.

@@ -106,7 +106,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       max_connections: server.maxConnections,
     }),
   );
-  // Past maxRequestsPerSocket Node answers 503 to each request and reads on: the connection is closed once the last answer is written.
+  // Past maxRequestsPerSocket Node answers 503 to each request and reads on: the connection is closed once the last answer (and Node's first 503) is written.
   server.on('dropRequest', (_req, socket: Duplex) => {
     if (dropped.has(socket)) return;
     dropped.add(socket);

@@ -23,8 +23,8 @@ export const MAX_HEADER_SIZE = 8 * 1024;
 
 /**
  * nginx's keepalive_requests before 1.19.10: the answer to the last carries Connection: close, so a
- * client reconnects; Node drops the requests a client pipelines past it unanswered, so that one
- * connection cannot have thousands served from one read while every other waits.
+ * client reconnects; a connection pipelining past it is closed (connections.ts), so that it cannot
+ * have thousands served from one read while every other waits.
  */
 export const MAX_REQUESTS_PER_CONNECTION = 100;
 
