@@ -57,7 +57,8 @@ COPY --from=build /app/dist ./dist
 COPY scripts/warm-compile-cache.mjs /tmp/
 ENV NODE_ENV=production
 USER 65532:65532
-RUN ["/nodejs/bin/node", "/tmp/warm-compile-cache.mjs", "/tmp/compile-cache", "/app/dist/main.js"]
+# The ENTRYPOINT's V8 flags: Node keys the cache by them (--no-incremental-marking changes the code).
+RUN ["/nodejs/bin/node", "--single-threaded-gc", "--no-incremental-marking", "--max-semi-space-size=8", "/tmp/warm-compile-cache.mjs", "/tmp/compile-cache", "/app/dist/main.js"]
 
 # The runtime: the :nonroot variant runs as uid/gid 65532 and has no shell to exec into.
 FROM ${DISTROLESS_IMAGE:-distroless} AS runtime

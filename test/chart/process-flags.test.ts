@@ -34,7 +34,7 @@ describe('process flags: the chart runs what the bench measured', () => {
     expect(run.status).not.toBe(0);
     expect(run.stderr).toMatch(/--single-threaded-gc is not allowed in NODE_OPTIONS/);
     // The young generation's largest size (two semi-spaces) while a run of survivors grows it.
-    const newSpaceMb = (args: string[]): number => {
+    const newSpaceMb = (args: readonly string[]): number => {
       const grow =
         "let max = 0; for (let r = 0; r < 6; r++) { const keep = []; for (let i = 0; i < 300000; i++) keep.push({ i }); max = Math.max(max, require('v8').getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size); } console.log(max / 1048576);";
       const out = spawnSync(process.execPath, [...args, '-e', grow], { env: { ...process.env, NODE_OPTIONS: SERVICE_NODE_OPTIONS }, encoding: 'utf8' });
