@@ -57,7 +57,8 @@ COPY --from=build /app/dist ./dist
 COPY scripts/warm-compile-cache.mjs /tmp/
 ENV NODE_ENV=production
 USER 65532:65532
-RUN ["/nodejs/bin/node", "/tmp/warm-compile-cache.mjs", "/tmp/compile-cache", "/app/dist/main.js"]
+# The ENTRYPOINT's V8 flags: Node keys the cache by them (--no-incremental-marking changes the code).
+RUN ["/nodejs/bin/node", "--single-threaded-gc", "--no-incremental-marking", "--max-semi-space-size=8", "/tmp/warm-compile-cache.mjs", "/tmp/compile-cache", "/app/dist/main.js"]
 
 # The runtime: the :nonroot variant runs as uid/gid 65532 and has no shell to exec into.
 FROM ${DISTROLESS_IMAGE:-distroless} AS runtime
@@ -83,10 +84,13 @@ EXPOSE 8080 9464
 # The service drains on SIGTERM and exits 0; Node is PID 1 (exec form), so the signal reaches it.
 STOPSIGNAL SIGTERM
 # Absolute paths: any working directory works, and the compile cache is keyed by them.
-# --single-threaded-gc: in a container of one CPU or less, V8's parallel GC helper threads take the
-# CPU from the event loop during each collection (the traced p99 at half a core 3-7x higher,
-# docs/performance.md); Node refuses the flag in NODE_OPTIONS. The chart drops it above one CPU.
-ENTRYPOINT ["/nodejs/bin/node", "--single-threaded-gc", "/app/dist/main.js"]
+# How V8 collects best in a container of one CPU or less (bench/process-flags.mjs): no GC helper
+# threads (they take the CPU from the event loop), atomic full collections (incremental marking without
+# helpers ends in 40-90 ms pauses and keeps ~45 MB more resident) and 8 MiB semi-spaces (shorter
+# scavenges); p99 and RSS in docs/performance.md. On the command line: Node refuses the first two in
+# NODE_OPTIONS, and this semi-space takes precedence over NODE_OPTIONS'. The chart drops all three
+# above one CPU.
+ENTRYPOINT ["/nodejs/bin/node", "--single-threaded-gc", "--no-incremental-marking", "--max-semi-space-size=8", "/app/dist/main.js"]
 
 # Build metadata last, so a new revision reuses every layer above.
 ARG VERSION=unknown

@@ -80,8 +80,8 @@ export function measureClosed(name, config, sink, opts) {
 
 /**
  * One fixed-rate window, with what tells the service's tail from the machine's: how long the server's
- * event-loop thread waited for a CPU (and how much of that other processes caused), the load
- * generator's own wait, and how long any task of the machine waited (PSI), as shares of the window.
+ * event-loop thread waited for a CPU (and how much of that other processes caused), how late the
+ * load generator sent, and how long any task of the machine waited (PSI), as shares of the window.
  * @param {{warmup: number, rateWarmup: number, duration: number, connections: number}} opts
  */
 export function measureRate(name, config, rate, opts) {
@@ -110,7 +110,7 @@ export function measureRate(name, config, rate, opts) {
       waitPct: (waitNs / 1000 / windowUs) * 100,
       // The part of that wait other processes caused (at least): the machine's, not the service's.
       machineWaitPct: (Math.max(0, waitNs - othersNs) / 1000 / windowUs) * 100,
-      loadWaitPct: r.wait_pct,
+      loadLateP99Ms: r.late_ms.p99,
       pressurePct: (pressureUs / windowUs) * 100,
       sdk: config.scrapeSdk ? await scrapeSdkCounters(server.metricsPort) : undefined,
     };

@@ -1,6 +1,13 @@
 // How the image and the chart start the service, which every bench run uses too: the Dockerfile's
 // ENTRYPOINT and NODE_OPTIONS, kept equal to these by test/container/image.test.ts (the built
 // image) and test/chart/process-flags.test.ts (the rendered chart).
-// `--single-threaded-gc` goes on the command line because Node refuses it in NODE_OPTIONS.
-export const SERVICE_NODE_ARGS = ['--single-threaded-gc'];
+// SERVICE_NODE_ARGS is how V8 collects best on one CPU or less (the chart drops them above one CPU):
+// no GC helper threads (they would take the event loop's CPU), so every collection pauses the event
+// loop and each is kept short: atomic full collections (incremental marking without helper threads
+// stretches over tens of seconds, keeps what it allocates meanwhile alive and ends in a 40-90 ms
+// pause) and 8 MiB semi-spaces (a scavenge's pause grows with the semi-space, not with what
+// survives). They go on the command line: Node refuses the first two in NODE_OPTIONS, and the
+// command line's semi-space takes precedence over NODE_OPTIONS' (docs/performance.md, "The tail at
+// half a core").
+export const SERVICE_NODE_ARGS = ['--single-threaded-gc', '--no-incremental-marking', '--max-semi-space-size=8'];
 export const SERVICE_NODE_OPTIONS = '--max-semi-space-size=16';

@@ -1,7 +1,7 @@
 // The Markdown of a result: the tables bench/results/latest.md holds and docs/performance.md
 // shows. Rendered from the result JSON alone, so `run.mjs --render` can write them again.
 import { AGAINST, max, median, min } from './lib.mjs';
-import { MAX_WAIT_PCT, rateSummary } from './summary.mjs';
+import { MAX_LATE_MS, MAX_WAIT_PCT, rateSummary } from './summary.mjs';
 
 export const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '–');
 
@@ -58,7 +58,7 @@ function closedTable({ meta, summary }) {
 function rateTable({ meta, rate }) {
   const rates = meta.options.rates ?? [meta.options.rate ?? 'half'];
   const lines = [
-    `Fixed rates (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time): ${rates.map((x) => (x === 'half' ? "half of each configuration's median closed-loop throughput" : `${x} req/s`)).join(', ')}${meta.options.rateWarmup ? `, each window after ${meta.options.rateWarmup} s at that rate` : ''}. A round is valid when other processes made neither the server's event-loop thread nor the load generator's wait for a CPU more than ${MAX_WAIT_PCT} % of the window (schedstat; the server's wait minus its other threads' run time, as it is pinned to one core); latencies are medians over the valid rounds, "–" when none was. Floor: plain node:http's p99 at the same rate in the same round.`,
+    `Fixed rates (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time): ${rates.map((x) => (x === 'half' ? "half of each configuration's median closed-loop throughput" : `${x} req/s`)).join(', ')}${meta.options.rateWarmup ? `, each window after ${meta.options.rateWarmup} s at that rate` : ''}. A round is valid when other processes made the server's event-loop thread wait for a CPU at most ${MAX_WAIT_PCT} % of the window (schedstat; its wait minus its other threads' run time, as it is pinned to one core) and the load generator sent its slowest 1 % at most ${MAX_LATE_MS} ms late (bench/README.md, "How it measures"); latencies are medians over the valid rounds, "–" when none was. Floor: plain node:http's p99 at the same rate in the same round.`,
     '',
     ...header([
       'rate',
@@ -75,7 +75,7 @@ function rateTable({ meta, rate }) {
       'CPU µs/request',
       'server thread CPU wait % (max)',
       'of which other processes %',
-      'load generator CPU wait %',
+      'load generator late p99 ms',
       'machine CPU pressure %',
       'spans lost',
       'errors',
@@ -98,7 +98,7 @@ function rateTable({ meta, rate }) {
         f(r.cpuUsPerRequest),
         `${f(r.waitPct, 2)} (${f(r.waitPctMax, 2)})`,
         f(r.machineWaitPct, 2),
-        f(r.loadWaitPct, 2),
+        f(r.loadLateP99Ms, 2),
         f(r.pressurePct, 1),
         r.spansLost,
         r.errors,

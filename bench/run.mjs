@@ -147,7 +147,7 @@ async function measureAll(all, sink) {
       async ({ spec, name }, round) => ({ round, spec, ...(await measureRate(name, all[name], spec === 'half' ? summary[name].rps / 2 : spec, opts)) }),
       (r, what) => {
         console.error(
-          `rate  ${r.round} ${r.config.padEnd(16)} ${f(r.rps, 0)}/${r.targetRps} req/s  p50 ${f(r.p50Ms, 2)} ms  p99 ${f(r.p99Ms, 2)} ms  thread wait ${f(r.waitPct, 2)} % (others' ${f(r.machineWaitPct, 2)} %, load ${f(r.loadWaitPct, 2)} %)  CPU pressure ${f(r.pressurePct, 1)} %`,
+          `rate  ${r.round} ${r.config.padEnd(16)} ${f(r.rps, 0)}/${r.targetRps} req/s  p50 ${f(r.p50Ms, 2)} ms  p99 ${f(r.p99Ms, 2)} ms  thread wait ${f(r.waitPct, 2)} % (others' ${f(r.machineWaitPct, 2)} %, load late ${f(r.loadLateP99Ms, 2)} ms)  CPU pressure ${f(r.pressurePct, 1)} %`,
         );
         if (r.errors > 0) note(`${what}: ${r.errors} failed requests`);
         if (r.sdk && (r.sdk.dropped > 0 || r.sdk.exportFailed > 0)) note(`${what}: ${r.sdk.dropped} spans dropped, ${r.sdk.exportFailed} failed to export`);

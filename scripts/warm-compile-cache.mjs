@@ -22,7 +22,8 @@ if (cacheDir === undefined || main === undefined) {
 const TIMEOUT_MS = 120_000; // generous: a multi-platform build may run this under emulation
 
 fs.mkdirSync(cacheDir, { recursive: true });
-const child = spawn(process.execPath, [main], {
+// The warm-up's own V8 flags too: the cache is keyed by them (--no-incremental-marking changes the code).
+const child = spawn(process.execPath, [...process.execArgv, main], {
   env: {
     ...process.env,
     NODE_COMPILE_CACHE: cacheDir,
