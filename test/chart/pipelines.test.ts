@@ -8,16 +8,11 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { chartDir, CRD_APIS, findOne, helm, helm3Bin, helmBin, must, ofKind, parseManifests, podSpecOf, set, template } from './helm';
+import { chartDir, CRD_APIS, findOne, helm, HELMS, must, ofKind, parseManifests, podSpecOf, set, template } from './helm';
 import { validateObject } from './validate';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-pipelines-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-const HELMS = [
-  { helmName: 'helm 4', bin: helmBin },
-  { helmName: 'helm 3', bin: helm3Bin },
-];
 
 /** `helm package` of the chart, as `version` (same appVersion), into a directory of its own. */
 function packaged(version: string): string {
