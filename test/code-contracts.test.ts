@@ -1,18 +1,21 @@
-// Runs: src in-process (test/support/in-process.ts): no build needed.
+// Runs: src in-process (test/support/in-process.ts) and the TypeScript compiler over src: no build needed.
 //
 // The facts that live in both the code and openapi.yaml, held to the code: what the router serves
 // (HEAD and OPTIONS included, as @koa/router adds them) against openapi.yaml's operations, both
 // ways; and the product id range (routes.ts's PRODUCT_ID_MIN/MAX, which the tests import).
+// And the three first tickets at their file counts: a metric (3 files), a config variable that
+// reaches the chart (6), the id range (2).
 import { readdirSync, readFileSync } from 'node:fs';
 import { METHODS } from 'node:http';
 import { dirname, join } from 'node:path';
 import request from 'supertest';
+import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config';
 import { createRouter, PRODUCT_ID_MAX, PRODUCT_ID_MIN } from '../src/http/routes';
 import { inProcessForSuite } from './support/in-process';
 import { loadApiDocument, OPENAPI_METHODS } from './support/openapi';
-import { SRC } from './support/paths';
+import { ROOT, SRC } from './support/paths';
 
 const service = inProcessForSuite();
 
@@ -40,6 +43,7 @@ describe('openapi.yaml and the router', () => {
 });
 
 describe('the product id range', () => {
+  // Changing it is two files: routes.ts and openapi.yaml, which this test holds to it.
   it("is routes.ts's PRODUCT_ID_MIN/MAX in openapi.yaml, the range users read", async () => {
     const { document } = await loadApiDocument();
     const created = Object.values(document.paths['/product']?.post?.responses['201']?.content ?? {})[0]?.schema as
@@ -77,5 +81,96 @@ describe('the layers of src/', () => {
     };
     for (const module of imports.keys()) visit(module, []);
     expect(circles).toEqual([]);
+  });
+});
+
+describe('a new metric', () => {
+  // The first ticket done on the real sources, in memory: a counter defined in metrics.ts with the
+  // method that counts it, and the one line in routes.ts that calls it, must type-check with no other
+  // file changed (a layer that restated the metrics it may use, as a Pick, would fail here). Its
+  // proof is the third file: a test that reads it off /metrics (test/metrics.test.ts).
+  it('is three files: its definition in observability/metrics.ts, the line that counts it, and its test', () => {
+    const metricsTs = join(SRC, 'observability/metrics.ts');
+    const routesTs = join(SRC, 'http/routes.ts');
+    const edit = (file: string, anchor: RegExp, replacement: string): string => {
+      const text = readFileSync(file, 'utf8');
+      expect(text, `the recipe's anchor ${String(anchor)} is gone from ${file}: update this recipe`).toMatch(anchor);
+      return text.replace(anchor, replacement);
+    };
+    const edited = new Map([
+      [
+        metricsTs,
+        edit(
+          metricsTs,
+          /^( {2}return \{\n)/m,
+          "  const tickets = new Counter({ name: 'product_service_tickets_total', help: 'A first ticket.', registers: [registry] });\n$1    countTicket: (): void => tickets.inc(),\n",
+        ),
+      ],
+      [routesTs, edit(routesTs, /^( *)(metrics\.countProductIdIssued\(\);)$/m, '$1$2\n$1metrics.countTicket();')],
+    ]);
+    expect(typeErrors(edited)).toEqual([]);
+  });
+});
+
+/** The type errors of src/ (tsconfig.build.json) with some files' text replaced. */
+function typeErrors(edited: ReadonlyMap<string, string>): string[] {
+  const config = ts.getParsedCommandLineOfConfigFile(
+    join(ROOT, 'tsconfig.build.json'),
+    { noEmit: true },
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
+        throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+      },
+    },
+  );
+  if (config === undefined) throw new Error('tsconfig.build.json did not parse');
+  const host = ts.createCompilerHost(config.options);
+  const read = host.getSourceFile.bind(host);
+  host.getSourceFile = (file, language, ...rest) => {
+    const text = edited.get(file);
+    return text === undefined ? read(file, language, ...rest) : ts.createSourceFile(file, text, language);
+  };
+  const program = ts.createProgram(config.fileNames, config.options, host);
+  return ts.getPreEmitDiagnostics(program).map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+}
+
+/** The variable names parseConfig reads from an empty environment (every default taken), recorded as it reads them. */
+function variablesConfigReads(): string[] {
+  const read = new Set<string>();
+  parseConfig(
+    new Proxy<Record<string, string | undefined>>(
+      {},
+      {
+        get: (_target, name) => {
+          if (typeof name === 'string') read.add(name);
+          return undefined;
+        },
+      },
+    ),
+  );
+  return [...read];
+}
+
+describe('a new config variable', () => {
+  // The second ticket: src/config.ts parses it, test/config.test.ts proves it (its rows, and the
+  // README row it requires), README.md's table documents it, and the chart sets it: values.yaml,
+  // values.schema.json and the env list in templates/_helpers.tpl (6 files; the chart README's
+  // table is generated by `npm run chart:readme`). A variable the chart does not set is named, with
+  // extraEnv, in the chart README. The rendered env is proven on helm template (test/chart/render.test.ts).
+  it('is set by a template of the chart, or the chart README says how to set it (extraEnv)', () => {
+    const variables = variablesConfigReads();
+    expect(variables).toContain('PORT');
+    const chart = join(ROOT, 'helm/product-service');
+    const templates = readdirSync(join(chart, 'templates'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => /\.(yaml|tpl)$/.test(file))
+      .map((file) => readFileSync(join(chart, 'templates', file), 'utf8'))
+      .join('\n');
+    const readme = readFileSync(join(chart, 'README.md'), 'utf8').split('\n');
+    const missing = variables.filter(
+      (variable) =>
+        !new RegExp(`^\\s*- name: ${variable}$`, 'm').test(templates) && !readme.some((line) => line.includes(`\`${variable}\``) && line.includes('extraEnv')),
+    );
+    expect(missing, 'set by no template of helm/product-service, and not named with extraEnv on a line of its README.md').toEqual([]);
   });
 });

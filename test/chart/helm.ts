@@ -13,6 +13,11 @@ export const chartDir = join(ROOT, 'helm/product-service');
 export const helmBin = join(ROOT, '.tools/bin/helm');
 /** Helm 3, which platforms still run: the chart is held to it where the two differ (platform-values.test.ts). */
 export const helm3Bin = join(ROOT, '.tools/bin/helm3');
+/** Helm 4 and Helm 3: platforms run both, and their lint differs (neither fails on a template's `fail` alone). */
+export const HELMS = [
+  { helmName: 'helm 4', bin: helmBin },
+  { helmName: 'helm 3', bin: helm3Bin },
+];
 
 /** `--api-versions` of a cluster with the CRDs the value sets need: without them the chart refuses to render those objects. */
 export const CRD_APIS: string[] = readFileSync(join(ROOT, 'scripts/ci/chart-api-versions.txt'), 'utf8')

@@ -6,16 +6,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths';
-import { chartDir, CRD_APIS, helm, must, renderNotes, set, valueSets } from './helm';
+import { chartDir, CRD_APIS, helm, HELMS, must, renderNotes, set, valueSets } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-describe.each(valueSets)('helm lint --strict with $name', ({ args }) => {
-  it('passes', () => {
-    const run = helm(['lint', '--strict', chartDir, ...args]);
+// helm lint does not report a template's `fail`, so every set is also rendered (render.test.ts checks
+// what helm 4 renders).
+describe.each(valueSets)('with $name', ({ args }) => {
+  it.each(HELMS)('$helmName lint --strict and template pass', ({ bin }) => {
+    const run = helm(['lint', '--strict', chartDir, ...args], undefined, bin);
     expect(run.status, run.stdout + run.stderr).toBe(0);
     expect(run.stdout).toContain('0 chart(s) failed');
+    const rendered = helm(['template', 'products', chartDir, '--namespace', 'shop', ...CRD_APIS, ...args], undefined, bin);
+    expect(rendered.status, rendered.stderr).toBe(0);
   });
 });
 

@@ -6,12 +6,12 @@ import type { IContainer } from 'kubernetes-models/v1';
 import {
   chartDir,
   CRD_APIS,
-  deploymentOf,
   named,
   findOne,
   helm,
   helm3Bin,
   helmBin,
+  HELMS,
   mainContainer,
   must,
   ofKind,
@@ -31,12 +31,6 @@ function chartImages(objects: K8sObject[]): string[] {
     must(c.image, `${c.name} image`),
   );
 }
-
-/** Helm 4 and Helm 3: platforms run both, and their lint differs (neither fails on a template's `fail` alone). */
-const HELMS = [
-  { helmName: 'helm 4', bin: helmBin },
-  { helmName: 'helm 3', bin: helm3Bin },
-];
 
 function refusals(args: string[], bin = helmBin): { template: string; lint: string } {
   const rendered = helm(['template', 'products', chartDir, ...CRD_APIS, ...args], undefined, bin);
@@ -338,16 +332,5 @@ describe.each(refused)('values refused: %s', (_what, args, message) => {
     const { template: t, lint } = refusals(args, bin);
     expect(t).toMatch(message);
     expect(lint).toMatch(message);
-  });
-});
-
-describe('defaults of the new values', () => {
-  it('render what the chart rendered before: revisionHistoryLimit 5, no minReadySeconds, no platform fields', () => {
-    const deployment = deploymentOf([]);
-    expect(deployment.spec?.revisionHistoryLimit).toBe(5);
-    expect(deployment.spec).not.toHaveProperty('minReadySeconds');
-    expect(deployment.metadata).not.toHaveProperty('annotations');
-    for (const key of ['runtimeClassName', 'dnsPolicy', 'dnsConfig', 'hostAliases', 'initContainers']) expect(podSpecOf(deployment)).not.toHaveProperty(key);
-    expect(mainContainer(deployment)).not.toHaveProperty('lifecycle');
   });
 });

@@ -277,13 +277,6 @@ describe('a released digest is only ever paired with its own version', () => {
       expect(lint.stdout + lint.stderr).toContain('--reset-then-reuse-values');
     },
   );
-
-  it('global.imageRegistry moves both images to a mirror and keeps the digest', () => {
-    expect(images(old, set('global.imageRegistry=mirror.example.com'))).toEqual([
-      `mirror.example.com/acme-corp/product-service:1.2.3@${digests['1.2.3']}`,
-      `mirror.example.com/acme-corp/product-service:1.2.3@${digests['1.2.3']}`,
-    ]);
-  });
 });
 
 describe('scripts/release/verify-sha256.mjs (helm for the release job, against its published .sha256sum)', () => {

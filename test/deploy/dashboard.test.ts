@@ -133,13 +133,6 @@ describe('Grafana dashboard', () => {
     for (const reason of REFUSAL_REASONS) expect(titled('Refused before the application')?.description, reason).toContain(reason);
   });
 
-  it('shows the time requests queued before Node read them, as a trusted proxy reports it', () => {
-    const queued = targets.filter(({ expr }) => expr.includes('product_service_http_request_queue_seconds_bucket'));
-    expect(queued.map(({ expr }) => /^histogram_quantile\((0\.\d+),/.exec(expr)?.[1])).toEqual(['0.5', '0.99']);
-    expect(new Set(queued.map(({ panel }) => panel.title)).size).toBe(1);
-    expect(titled(queued[0]?.panel.title ?? '-')?.description).toContain('X-Request-Start');
-  });
-
   it('marks deploys and firing alerts of the selected job and namespace', () => {
     const annotations = (dashboard as Dashboard & { annotations: { list: Array<{ name: string; expr?: string; datasource: unknown }> } }).annotations.list;
     expect(annotations.map((annotation) => annotation.name)).toEqual(['Annotations & Alerts', 'Deploys', 'Alerts firing', 'Faults injected']);
