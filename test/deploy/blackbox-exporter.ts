@@ -16,7 +16,7 @@ import { PROBE_RULE_VALUES, PROMETHEUS_INSTALL, requireTool } from './tools';
 export const renderProbe = (release: string, namespace: string) => findOne(template(['--values', PROBE_RULE_VALUES], release, namespace), 'Probe');
 type Probe = ReturnType<typeof renderProbe>;
 
-export interface BlackboxExporter {
+interface BlackboxExporter {
   /** host:port, what the Probe's prober.url names. */
   readonly address: string;
   stop(): Promise<void>;
