@@ -501,11 +501,11 @@ class Namespace {
    * ends it on a running pod. A start too slow for startService on a loaded machine is one more crash.
    */
   crashLoop(downMs: number): void {
-    let stopped = false;
-    const loop = (async () => {
+    const loop = { stopped: false, done: Promise.resolve() };
+    loop.done = (async () => {
       let up = true;
-      while (!stopped || !up) {
-        up = await this.restart(this.serving, stopped ? 0 : downMs).then(
+      while (!loop.stopped || !up) {
+        up = await this.restart(this.serving, loop.stopped ? 0 : downMs).then(
           () => true,
           () => false,
         );
@@ -513,8 +513,8 @@ class Namespace {
     })();
     this.loads.push({
       async stop() {
-        stopped = true;
-        await loop;
+        loop.stopped = true;
+        await loop.done;
       },
     });
   }
