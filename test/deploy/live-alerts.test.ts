@@ -307,7 +307,7 @@ const SCENARIOS: Record<string, Scenario> = {
   // failed or slow; the latency SLO may burn beside it (then it pages too).
   flood: {
     alerts: ['ProductServiceProbeFailing'],
-    did: "Flood: autocannon, 256 connections of POST /product on the pod's one core, each caller giving up after 2 s",
+    did: "Flood: autocannon, 512 connections of POST /product on the pod's one core, each caller giving up after 2 s",
     ended: 'Load stopped',
     probe: true,
     stdout: 'discard',
@@ -315,7 +315,7 @@ const SCENARIOS: Record<string, Scenario> = {
     alsoFires: ['ProductServiceEventLoopSaturated', ...BURN_RATES],
     cause: (space) => {
       space.pinToOneCore();
-      space.load(256, undefined, 2, true);
+      space.load(512, undefined, 2, true);
     },
     end: (space) => space.stopLoads(),
   },
