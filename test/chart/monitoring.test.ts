@@ -125,11 +125,12 @@ describe('Probe', () => {
     expect(probe.spec).toEqual({
       module: 'http_2xx',
       interval: '30s',
+      scrapeTimeout: '2s',
       prober: { url: PROBER, scheme: 'http', path: '/probe' },
       targets: { staticConfig: { static: [`http://${service?.metadata?.name}.shop.svc:${port}/health`] } },
     });
     const rule = alerts(findOne(objects, 'PrometheusRule').spec as never).find((r) => r.alert === 'ProductServiceProbeFailing');
-    expect(rule?.expr).toBe(`probe_success{job="probe/shop/${probe.metadata?.name}", namespace="shop"} == 0`);
+    expect(rule?.expr).toBe(`1 - avg_over_time(probe_success{job="probe/shop/${probe.metadata?.name}", namespace="shop"}[5m]) > 0.5\n`);
     expect(rule?.labels).toMatchObject({ severity: 'critical', job: 'products-product-service', namespace: 'shop' });
   });
 

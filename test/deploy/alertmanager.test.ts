@@ -1,16 +1,12 @@
 // The inhibit_rules shipped in deploy/alertmanager/alertmanager.yml, run in a real Alertmanager
 // (Debian's prometheus-alertmanager, installed by scripts/ci/install-prometheus.sh).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ROOT } from '../support/paths';
-import { freePort } from '../support/service-process';
-import { PROBE_RULE_VALUES, PROMETHEUS_INSTALL, alertsOf, parseRules, renderRules, requireTool, run } from './tools';
+import { ALERTMANAGER_CONFIG, startAlertmanager, type Alertmanager } from './alertmanager';
+import { PROBE_RULE_VALUES, alertsOf, parseRules, renderRules } from './tools';
 
-const CONFIG = join(ROOT, 'deploy', 'alertmanager', 'alertmanager.yml');
 const JOB = 'products-product-service';
 
 interface AlertStatus {
@@ -20,7 +16,7 @@ interface AlertStatus {
 }
 
 describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => {
-  let child: ChildProcess;
+  let alertmanager: Alertmanager;
   let url = '';
   let dir = '';
   // The severity each alert has in the chart's rules (the probe's alert included), so the posted alerts are labelled as Prometheus sends them.
@@ -32,26 +28,13 @@ describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => 
   );
 
   beforeAll(async () => {
-    const alertmanager = requireTool('prometheus-alertmanager', PROMETHEUS_INSTALL);
-    const amtool = requireTool('amtool', PROMETHEUS_INSTALL);
-    const check = run(amtool, ['check-config', CONFIG]);
-    expect(check.status, check.stdout + check.stderr).toBe(0);
     dir = mkdtempSync(join(tmpdir(), 'alertmanager-'));
-    const port = await freePort();
-    url = `http://127.0.0.1:${port}`;
-    child = spawn(
-      alertmanager,
-      [`--config.file=${CONFIG}`, `--storage.path=${dir}`, `--web.listen-address=127.0.0.1:${port}`, '--cluster.listen-address=', '--log.level=warn'],
-      { stdio: 'ignore' },
-    );
-    await vi.waitFor(async () => expect((await fetch(`${url}/-/ready`)).status).toBe(200), { timeout: 20_000, interval: 200 });
+    alertmanager = await startAlertmanager(dir, ALERTMANAGER_CONFIG);
+    url = alertmanager.url;
   });
 
   afterAll(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      await once(child, 'exit');
-    }
+    await alertmanager.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 

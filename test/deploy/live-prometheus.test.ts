@@ -242,4 +242,13 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
       ['latency', '0'],
     ]);
   });
+
+  // Issue 34: the chart's 30 recording rules became 14 (Sloth's shape); on a healthy service their
+  // evaluations return 22 samples (30 before), by Prometheus' own count.
+  it('the rule groups return at most 22 samples per evaluation on the healthy service', async () => {
+    const own = await (await fetch(`${prom().url}/metrics`)).text();
+    const perGroup = [...own.matchAll(/^prometheus_rule_group_last_evaluation_samples\{.*\} (\d+)$/gm)].map((match) => Number(match[1]));
+    expect(perGroup).toHaveLength(parseRules(readFileSync(rulesFile, 'utf8')).groups.length);
+    expect(perGroup.reduce((sum, value) => sum + value, 0)).toBeLessThanOrEqual(22);
+  });
 });
