@@ -9,6 +9,7 @@ const { enableCompileCache } = require('node:module') as typeof import('node:mod
 const { join } = require('node:path') as { join: (...paths: string[]) => string };
 const { sdkDisabled } = require('./observability/telemetry') as typeof import('./observability/telemetry');
 
+// Stryker disable next-line CallExpression: without the cache the service starts slower, and does the same.
 enableCompileCache();
 
 // Run by npm (`npm start`, `npm run dev`), the service stops with npm: npm forwards only SIGINT and
@@ -22,6 +23,7 @@ if (process.env.npm_lifecycle_event !== undefined) {
   }, 500).unref();
 }
 
+// Stryker disable next-line StringLiteral: a bundle not found falls back to telemetry.js, the same code unbundled.
 const bundle = join(__dirname, 'observability', 'telemetry.bundle.js');
 // A build by tsc alone has no bundle.
 const { startTelemetry } = require(
