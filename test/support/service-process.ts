@@ -170,8 +170,8 @@ export function exportingServiceForSuite(env: Record<string, string> = {}): { co
   return shared as { collector: OtlpReceiver; svc: ServiceProcess };
 }
 
-/** Runs the entry point to completion (for configurations that must stop it) and returns what it said. */
-export async function runServiceToExit(env: Record<string, string>, timeoutMs = 10_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs the entry point to completion (for configurations that must stop it) and returns what it said; as slow as a start (waitUntilHealthy) under load. */
+export async function runServiceToExit(env: Record<string, string>, timeoutMs = 20_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawnMain({ PORT: '0', METRICS_PORT: '0', ...env });
   let stdout = '';
   let stderr = '';
