@@ -23,7 +23,6 @@ if (process.env.npm_lifecycle_event !== undefined) {
   }, 500).unref();
 }
 
-// Stryker disable next-line StringLiteral: a bundle not found falls back to telemetry.js, the same code unbundled.
 const bundle = join(__dirname, 'observability', 'telemetry.bundle.js');
 // A build by tsc alone has no bundle.
 const { startTelemetry } = require(
