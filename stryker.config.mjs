@@ -1,12 +1,14 @@
 // Mutation testing: `npm run test:mutation` (docs/development.md, "Mutation score"). Stryker mutates
-// src/ and runs, for each mutant, the `service` project's tests that cover it (vitest.config.mts),
-// in-process. Suites that spawn dist/ run too, on a build of the mutated sources made in Stryker's
-// sandbox (buildCommand), but with no mutant active: the child does not know which one is.
+// src/ and runs, for each mutant, the `service` project's tests that cover it (vitest.config.mts).
+// Suites that spawn dist/ run a build of the mutated sources made in Stryker's sandbox
+// (buildCommand); the child is told the active mutant and reports what it covers
+// (test/support/mutants.ts).
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   mutate: ['src/**/*.ts'],
   testRunner: 'vitest',
-  vitest: { configFile: 'vitest.config.mts' },
+  // Not only the tests that import the mutated file: the spawning ones reach src/ through dist/.
+  vitest: { configFile: 'vitest.config.mts', related: false },
   plugins: ['@stryker-mutator/vitest-runner', './scripts/mutation-score.mjs'],
   // Stryker links node_modules into its sandbox only after the build command, which needs it first;
   // the command is run without a shell, its words split at unescaped spaces.
@@ -15,6 +17,9 @@ export default {
   ignorePatterns: ['/dist', '/dist-dev'],
   buildCommand: String.raw`sh -c ln\ -s\ ../../node_modules\ node_modules\ &&\ npm\ run\ build`,
   coverageAnalysis: 'perTest',
+  // A mutant's tests get this much more than they took in the dry run before the mutant counts as
+  // timed out (killed): the spawned services' start-up varies by seconds with the machine's load.
+  timeoutMS: 60_000,
   // A mutant of code that runs only while modules load (a constant's value) needs the whole suite
   // rerun with it (minutes each on 2 cores); it is reported as ignored, not counted.
   ignoreStatic: true,

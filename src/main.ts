@@ -9,6 +9,7 @@ const { enableCompileCache } = require('node:module') as typeof import('node:mod
 const { join } = require('node:path') as { join: (...paths: string[]) => string };
 const { sdkDisabled } = require('./observability/telemetry') as typeof import('./observability/telemetry');
 
+// Stryker disable next-line CallExpression: without the cache the service starts slower, and does the same.
 enableCompileCache();
 
 // Run by npm (`npm start`, `npm run dev`), the service stops with npm: npm forwards only SIGINT and

@@ -106,6 +106,14 @@ describe('counting, in-process', () => {
     expect(await refused('expectation_failed')).toBe(1);
     expect(samples(await svc.exposition(), 'http_server_request_duration_seconds_count').every(({ value }) => value === 0)).toBe(true);
   });
+
+  it('a scrape that cannot be rendered (the span pipeline unreadable) gets a 500 problem, and the failure is logged', async () => {
+    const svc = await inProcessForTest({ spanPipeline: () => Promise.reject(new Error('span pipeline unreadable')) });
+    const response = await fetch(svc.metricsUrl);
+    expect(response.status).toBe(500);
+    expect(response.headers.get('content-type')).toBe('application/problem+json');
+    expect(svc.logs.find((line) => line.msg === 'failed to render metrics')).toMatchObject({ level: 'error', err: { message: 'span pipeline unreadable' } });
+  });
 });
 
 describe('process metrics, in-process', () => {

@@ -16,6 +16,8 @@ export interface InProcessOverrides {
   faults?: Faults;
   /** More variables, as they are written (QUEUE_TIME_HEADER, QUEUE_TIME_FROM, ...). */
   env?: Record<string, string>;
+  /** What the metrics read of the span pipeline (telemetry's readSpanPipeline), to make a scrape fail. */
+  spanPipeline?: Parameters<typeof createMetrics>[0]['spanPipeline'];
 }
 
 /**
@@ -38,6 +40,7 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
     processMetrics: false,
     faults,
     queueTime: config.queueTime,
+    spanPipeline: overrides.spanPipeline,
   });
   const service = createService({
     config: { ...config, ...overrides.faults, bodyLimit: overrides.bodyLimit ?? config.bodyLimit },

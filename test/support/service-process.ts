@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, onTestFinished, vi } from 'vitest';
+import { mutantSpawnOptions } from './mutants';
 import { startOtlpReceiver, type OtlpReceiver } from './otlp-receiver';
 import { MAIN, ROOT, SRC } from './paths';
 
@@ -36,15 +37,19 @@ export type ServiceProcess = Awaited<ReturnType<typeof startService>>;
 
 /**
  * `node dist/main.js` as production starts it, on the Node running the tests. `env` is added to a
- * clean environment: OTEL_* from the caller's shell never leak in.
+ * clean environment: OTEL_* from the caller's shell never leak in. Under Stryker, it also gets the
+ * active mutant (./mutants.ts).
  */
 function spawnMain(env: Record<string, string>, stdout: 'pipe' | number = 'pipe'): ChildProcess {
   assertBuilt();
-  return spawn(process.execPath, [MAIN], {
+  const mutants = mutantSpawnOptions();
+  const child = spawn(process.execPath, [...mutants.args, MAIN], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', ...env },
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', ...env, ...mutants.env },
     stdio: ['ignore', stdout, 'pipe'],
   });
+  mutants.track(child);
+  return child;
 }
 
 /**
@@ -165,8 +170,8 @@ export function exportingServiceForSuite(env: Record<string, string> = {}): { co
   return shared as { collector: OtlpReceiver; svc: ServiceProcess };
 }
 
-/** Runs the entry point to completion (for configurations that must stop it) and returns what it said. */
-export async function runServiceToExit(env: Record<string, string>, timeoutMs = 10_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs the entry point to completion (for configurations that must stop it) and returns what it said; as slow as a start (waitUntilHealthy) under load. */
+export async function runServiceToExit(env: Record<string, string>, timeoutMs = 20_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawnMain({ PORT: '0', METRICS_PORT: '0', ...env });
   let stdout = '';
   let stderr = '';
@@ -181,8 +186,9 @@ export async function runServiceToExit(env: Record<string, string>, timeoutMs = 
 /**
  * Waits until GET `baseUrl`/health answers 200, the one readiness signal whatever LOG_LEVEL says;
  * fails at once when `child` exits first, or after `timeoutMs`, with what it wrote on stderr.
+ * A start at low priority on a loaded 2-core machine (a mutation run beside a benchmark) has taken 10 s.
  */
-async function waitUntilHealthy(baseUrl: string, child: ChildProcess, stderr: () => string, timeoutMs = 10_000): Promise<void> {
+async function waitUntilHealthy(baseUrl: string, child: ChildProcess, stderr: () => string, timeoutMs = 20_000): Promise<void> {
   const healthy = await vi.waitFor(
     async () => {
       if (child.exitCode !== null) return false;

@@ -1,0 +1,19 @@
+// Preloaded (`node --require`) into the service a test spawns during Stryker's dry run
+// (test/support/mutants.ts). The build in Stryker's sandbox is instrumented: it counts the mutants
+// it reaches in globalThis.__stryker__.mutantCoverage, which no one outside this process reads.
+// This writes them to the file the test names, every 50 ms (a child killed with SIGKILL runs no
+// exit handler) and at exit; the test reports them as its own coverage.
+'use strict';
+const { renameSync, writeFileSync } = require('node:fs');
+
+const file = process.env.STRYKER_CHILD_COVERAGE_FILE;
+let written = 0;
+function write() {
+  written += 1;
+  writeFileSync(`${file}.tmp`, JSON.stringify({ written, coverage: globalThis.__stryker__?.mutantCoverage }));
+  renameSync(`${file}.tmp`, file);
+}
+if (file !== undefined) {
+  setInterval(write, 50).unref();
+  process.on('exit', write);
+}
