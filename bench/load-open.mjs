@@ -94,6 +94,9 @@ class Connection {
         completed++;
         this.inflight = null;
       }
+      // As any HTTP client: a connection the server closes (maxRequestsPerSocket) takes no further
+      // request; the 'close' handler puts a new one in its place.
+      if (/\r\nconnection:\s*close/i.test(head)) return void this.socket.end();
       this.release();
     }
   }
