@@ -174,6 +174,13 @@ describe('scripts/release/package-chart.mjs', () => {
     expect(parse(must(chart.annotations['artifacthub.io/images'], 'images annotation'))).toEqual([{ name: 'product-service', image }]);
     expect(chart.annotations['artifacthub.io/prerelease']).toBe('false');
     expect(chart.annotations['artifacthub.io/license']).toBe('Apache-2.0');
+    // CHANGELOG.md's newest entries, as Artifact Hub reads them.
+    const changes = parse(must(chart.annotations['artifacthub.io/changes'], 'changes annotation')) as Array<{ kind: string; description: string }>;
+    expect(changes.length).toBeGreaterThan(0);
+    for (const { kind, description } of changes) {
+      expect(['added', 'changed', 'deprecated', 'removed', 'fixed', 'security']).toContain(kind);
+      expect(readFileSync(join(chartDir, 'CHANGELOG.md'), 'utf8').replaceAll('`', '')).toContain(`- ${description}\n`);
+    }
     const links = parse(must(chart.annotations['artifacthub.io/links'], 'links annotation')) as Array<{ url: string }>;
     for (const { url } of links) expect(url).toMatch(/^https:\/\/github\.com\/Acme-Corp\/product-service(\/blob\/v1\.2\.3\/|$)/);
   });
