@@ -73,7 +73,6 @@ interface DatasourceRef {
   uid?: string;
 }
 export interface Target {
-  refId: string;
   datasource?: DatasourceRef;
   expr?: string;
   query?: string;
@@ -81,7 +80,7 @@ export interface Target {
   format?: string;
 }
 export interface Panel {
-  id: number;
+  id?: number;
   type: string;
   title: string;
   datasource?: DatasourceRef;
