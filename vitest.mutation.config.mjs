@@ -2,7 +2,7 @@
 // suites, the one that is the only proof of a file: test/shutdown.test.ts, the signal's path
 // through src/shutdown.ts (Connection: close during the delay, the forced close after the timeout).
 import { appendFileSync } from 'node:fs';
-import { mergeConfig } from 'vitest/config';
+import { defineConfig } from 'vitest/config';
 import base from './vitest.config.mts';
 
 /**
@@ -26,10 +26,16 @@ const timings = {
   },
 };
 
-export default mergeConfig(base, {
+// Every file's tests get what its beforeAll hooks reached, and spawned services report theirs (test/support/mutants.ts).
+const setupFiles = ['test/support/mutants.ts'];
+
+export default defineConfig({
   test: {
-    project: ['shutdown'],
-    projects: [{ test: { name: 'shutdown', include: ['test/shutdown.test.ts'], testTimeout: 30_000, hookTimeout: 30_000 } }],
+    project: ['service', 'shutdown'],
+    projects: [
+      ...base.test.projects.map((project) => ({ test: { ...project.test, setupFiles } })),
+      { test: { name: 'shutdown', include: ['test/shutdown.test.ts'], testTimeout: 30_000, hookTimeout: 30_000, setupFiles } },
+    ],
     reporters: process.env.MUTATION_TIMINGS === undefined ? ['default'] : ['default', timings],
   },
 });
