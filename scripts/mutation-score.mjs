@@ -46,8 +46,9 @@ class MutationScoreReporter {
 
   onMutationTestReportReady(_report, metrics) {
     const seconds = Math.round(process.uptime());
-    // `--mutate src/x.ts:10-20` mutates part of a file: its row would not be the file's score.
-    const whole = (path) => !this.options.mutate.some((pattern) => pattern.startsWith(`src/${path}:`));
+    // Only the files this run mutated (the report also holds those the incremental file kept), and
+    // whole: `--mutate src/x.ts:10-20` mutates part of a file, its row would not be the file's score.
+    const whole = (path) => this.options.mutate.some((pattern) => pattern === `src/${path}` || pattern.includes('*'));
     const files = filesOf(metrics.systemUnderTestMetrics).filter(({ path }) => whole(path));
     if (files.length === 0) return;
     const tested = files.reduce((sum, { metrics: m }) => sum + m.killed + m.timeout + m.survived, 0);
