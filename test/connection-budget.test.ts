@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { REFUSAL_LOG_LIMIT, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
 import { MAX_HEADER_SIZE, METRICS_MAX_CONNECTIONS } from '../src/http/server';
 import { sampleValue, scrape } from './support/exposition';
 import { inProcessForTest } from './support/in-process';
@@ -75,10 +76,10 @@ describe('connections past the cap', () => {
     await sleep(200);
     const exposition = await scrape(svc.metricsUrl);
     expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'connection_limit' })).toBe(refused);
-    // One line, however many were refused: a flood of refusals cannot flood the log.
-    const lines = svc.logLines().filter((line) => line.msg === 'connection limit reached: closing new connections at once');
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 'warn', max_connections: 50, refused: 1 });
+    // As every refusal, at most so many lines however many were refused: a flood of refusals cannot flood the log.
+    const lines = svc.logLines().filter((line) => line.msg === REFUSAL_LOG_MESSAGE);
+    expect(lines).toHaveLength(REFUSAL_LOG_LIMIT.lines);
+    expect(lines[0]).toMatchObject({ level: 'warn', max_connections: 50, peer: '127.0.0.1' });
   });
 
   it(`the metrics port holds ${METRICS_MAX_CONNECTIONS} connections at most, and a scrape answers once they close`, async () => {
@@ -93,11 +94,7 @@ describe('connections past the cap', () => {
     // The metrics port's refusals are logged, not counted in the API's refusal counter.
     const exposition = await scrape(svc.metricsUrl);
     expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'connection_limit' })).toBe(0);
-    expect(
-      svc
-        .logLines()
-        .some((line) => line.msg === 'connection limit reached: closing new connections at once' && line.max_connections === METRICS_MAX_CONNECTIONS),
-    ).toBe(true);
+    expect(svc.logLines().some((line) => line.msg === REFUSAL_LOG_MESSAGE && line.max_connections === METRICS_MAX_CONNECTIONS)).toBe(true);
   });
 });
 
