@@ -9,10 +9,10 @@ import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Gauge } from 'prom-client';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
-import { MAX_REQUESTS_PER_CONNECTION, type ServerOptions } from '../src/http/server';
+import { MAX_REQUESTS_PER_CONNECTION } from '../src/http/server';
 import { REFUSAL_LOG_LIMIT, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
-import { inProcessForSuite, inProcessForTest, type InProcessService } from './support/in-process';
+import { inProcessForSuite, inProcessForTest, SHORT_TIMEOUTS, type InProcessService } from './support/in-process';
 import { startOtlpReceiver } from './support/otlp-receiver';
 import { openRaw, parseResponse, rawExchange, type ParsedResponse } from './support/raw-http';
 import { rssMiB, serviceForTest } from './support/service-process';
@@ -48,9 +48,6 @@ async function exchangeUntilClosed(port: number, payload: string): Promise<strin
   await Promise.race([connection.closed, sleep(3000).then(() => Promise.reject(new Error(`still open; received: ${connection.received()}`)))]);
   return connection.received();
 }
-
-/** Timeouts short enough to see a 408 within a test. */
-const SHORT_TIMEOUTS: ServerOptions = { timeouts: { keepAliveTimeout: 5000, headersTimeout: 300, requestTimeout: 600, connectionsCheckingInterval: 50 } };
 
 describe('a client that leaves in the middle of its body', () => {
   it('is recorded as 499 in the histogram, the info request line and the server span (named and routed POST /product); nothing is written to it, no id is issued, nothing is logged as an error', async () => {
