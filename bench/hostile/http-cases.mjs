@@ -120,7 +120,7 @@ export async function oversizedBodies(ctx) {
     const status = parseResponses(r.answer)[0]?.status;
     rows.push({
       sent: '100 MB chunked `POST /product` in 64 KB chunks, reading, but sending on after the answer',
-      got: `${status ?? 'no answer'} after ${(r.bytesSentAtAnswer / MB).toFixed(1)} MB sent, FIN after ${(r.bytesSentAtFin / MB).toFixed(1)} MB; ${r.ending} at ${(r.bytesSent / MB).toFixed(1)} MB; RSS ${before.toFixed(0)} MB before, peak ${peak.toFixed(0)} MB during`,
+      got: `${status ?? 'no answer'} after ${(r.bytesSentAtAnswer / MB).toFixed(1)} MB sent, ${Number.isNaN(r.bytesSentAtFin) ? 'no FIN' : `FIN after ${(r.bytesSentAtFin / MB).toFixed(1)} MB`}; ${r.ending} at ${(r.bytesSent / MB).toFixed(1)} MB; RSS ${before.toFixed(0)} MB before, peak ${peak.toFixed(0)} MB during`,
       failures: [
         ...(status === 413 ? [] : ['expected 413']),
         // Flat: well under the upload. The bytes the server reads and discards arrive in 64 KB
