@@ -9,9 +9,9 @@ import { MB, countsText, health, runWorker, startHealthProbe, statusText, tally 
 
 /**
  * 3. Clients that pipeline without ever reading: the answers would pile up in the server's memory.
- * First 40 connections that stay, then 40 that reconnect at once whenever the server closes them.
- * Both cost CPU that no option of one process bounds (Node parses each read whole), so only the edge
- * stops them (docs/reliability.md): /health and the closes are recorded, memory is judged.
+ * First 40 connections that stay, then 40 that reconnect at once whenever the server closes them:
+ * a connection-rate flood, which no setting inside one process absorbs (the ingress's connection
+ * limits do), recorded to show where that limit is.
  */
 export async function pipeliningFlood(ctx) {
   const rows = [];
@@ -24,7 +24,11 @@ export async function pipeliningFlood(ctx) {
     rows.push({
       sent: `40 connections pipelining \`POST /product\` for 8 s, never reading${reconnect ? ', reconnecting at once when closed' : ''}`,
       got: `${flood.requestsWritten} requests written (${(flood.bytesWritten / MB).toFixed(0)} MB) on ${flood.opened} connections, ${flood.closedByServer} closed by the server; ${health(h)}`,
-      failures: peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`],
+      // The reconnecting flood's probes are recorded, not judged (see above).
+      failures: [
+        ...(peak < 384 ? [] : [`peak RSS ${peak.toFixed(0)} MB ≥ 384 MiB`]),
+        ...(reconnect || h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
+      ],
       rssMb: peak,
       details: { flood, health: h },
     });
@@ -120,7 +124,7 @@ export async function oversizedBodies(ctx) {
     const status = parseResponses(r.answer)[0]?.status;
     rows.push({
       sent: '100 MB chunked `POST /product` in 64 KB chunks, reading, but sending on after the answer',
-      got: `${status ?? 'no answer'} after ${(r.bytesSentAtAnswer / MB).toFixed(1)} MB sent, ${Number.isNaN(r.bytesSentAtFin) ? 'no FIN' : `FIN after ${(r.bytesSentAtFin / MB).toFixed(1)} MB`}; ${r.ending} at ${(r.bytesSent / MB).toFixed(1)} MB; RSS ${before.toFixed(0)} MB before, peak ${peak.toFixed(0)} MB during`,
+      got: `${status ?? 'no answer'} after ${(r.bytesSentAtAnswer / MB).toFixed(1)} MB sent, FIN after ${(r.bytesSentAtFin / MB).toFixed(1)} MB; ${r.ending} at ${(r.bytesSent / MB).toFixed(1)} MB; RSS ${before.toFixed(0)} MB before, peak ${peak.toFixed(0)} MB during`,
       failures: [
         ...(status === 413 ? [] : ['expected 413']),
         // Flat: well under the upload. The bytes the server reads and discards arrive in 64 KB
@@ -174,7 +178,7 @@ async function pipelinedScrapes(ctx) {
   // The service says at warn that it closed a connection for pipelining; log lines reach stdout within 250 ms.
   let closedMs = NaN;
   while (performance.now() - t0 < 5000 && !Number.isFinite(closedMs)) {
-    if (svc.logLines().some((line) => line.level === 'warn' && /more than \d+ requests/.test(line.detail ?? ''))) closedMs = performance.now() - t0;
+    if (svc.logLines().some((line) => line.level === 'warn' && /pipelined/.test(line.detail ?? ''))) closedMs = performance.now() - t0;
     else await sleep(50);
   }
   const cpuMs = (cpuMicros(svc.pid) - cpuBefore) / 1000;
@@ -193,8 +197,7 @@ async function pipelinedScrapes(ctx) {
     failures: [
       ...(Number.isFinite(closedMs) ? [] : ['the connection was not closed']),
       ...(h.failures === 0 ? [] : [`${h.failures} /health probes failed`]),
-      // MAX_REQUESTS_PER_CONNECTION (src/http/server.ts), and Node's 503 to the first request past it.
-      ...(read.answers <= 101 ? [] : [`${read.answers} answers on one connection, more than the bound`]),
+      ...(read.answers <= 64 ? [] : [`${read.answers} answers on one connection, more than the bound`]),
     ],
     details: { closedMs, cpuMs, answersRead: read.answers, ending: read.ending, health: h },
   };

@@ -10,11 +10,9 @@ import { HttpProblem } from './problem';
 export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<void> {
   const announced = req.headers['content-length'];
   if (announced !== undefined && Number(announced) > limit) {
-    return Promise.reject(tooLarge(res, limit));
+    return Promise.reject(tooLarge(limit));
   }
-  // Not when the server answered already (a 408 mid-body) or the connection is closing.
-  const answerable = (): boolean => !res.headersSent && canAnswerOn(req.socket);
-  if (req.readableEnded) return answerable() ? Promise.resolve() : Promise.reject(new ConnectionClosed());
+  if (req.readableEnded) return canAnswerOn(req.socket) ? Promise.resolve() : Promise.reject(new ConnectionClosed());
   sendContinue(res);
 
   return new Promise((resolve, reject) => {
@@ -23,22 +21,21 @@ export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limi
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onClosed);
-      res.off('close', onClosed);
+      req.off('close', onClosed);
     };
     const onData = (chunk: Buffer): void => {
       received += chunk.length;
       if (received > limit) {
         cleanup();
-        reject(tooLarge(res, limit));
+        reject(tooLarge(limit));
       }
     };
     const onEnd = (): void => {
       cleanup();
-      if (answerable()) resolve();
+      if (canAnswerOn(req.socket)) resolve();
       else reject(new ConnectionClosed());
     };
-    // Before the body's end, a request errors ('aborted') when its connection is gone, and its response
-    // closes then too, or once the server has answered it (a 408 mid-body, after which the body never ends).
+    // A request errors ('aborted') or closes before its end only when its connection is gone.
     const onClosed = (): void => {
       cleanup();
       reject(new ConnectionClosed());
@@ -46,16 +43,13 @@ export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limi
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onClosed);
-    res.on('close', onClosed);
+    req.on('close', onClosed);
   });
 }
 
-/**
- * The rest of the body is never read, so the connection cannot carry another request: Node closes
- * it once the answer is written. A client still sending may lose the answer to the reset that
- * follows (node:http has no lingering close; docs/reliability.md).
- */
-function tooLarge(res: ServerResponse, limit: number): HttpProblem {
-  res.shouldKeepAlive = false;
-  return new HttpProblem(413, `The request body is larger than the limit of ${limit} bytes.`);
+function tooLarge(limit: number): HttpProblem {
+  // The rest of the body is never read, so the connection cannot carry another request.
+  return new HttpProblem(413, `The request body is larger than the limit of ${limit} bytes.`, {
+    Connection: 'close',
+  });
 }
