@@ -390,7 +390,6 @@ describe('helm template refuses, naming the value', () => {
     [set('monitoring.serviceMonitor.enable=true'), /at '\/monitoring\/serviceMonitor': additional properties 'enable' not allowed/],
     [set('replicaCount=two'), /at '\/replicaCount': got string, want integer/],
     [set('extraEnv[0].name=FOO', 'extraEnv[0].value=a', 'extraEnv[1].name=FOO', 'extraEnv[1].value=b'), /extraEnv lists FOO twice/],
-    [set('extraEnv[0].name=NODE_OPTIONS', 'extraEnv[0].value=--max-old-space-size=200'), NODE_OPTIONS_IN_EXTRA_ENV],
     [
       set('extraEnv[0].name=NODE_OPTIONS', 'extraEnv[0].valueFrom.configMapKeyRef.name=flags', 'extraEnv[0].valueFrom.configMapKeyRef.key=node'),
       NODE_OPTIONS_IN_EXTRA_ENV,
