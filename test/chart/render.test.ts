@@ -408,7 +408,6 @@ describe('helm template refuses, naming the value', () => {
     [set('extraVolumeMounts[0].name=tmp'), /mountPath/],
     [set('diagnostics.heapSnapshot.enabled=true'), /diagnostics.heapSnapshot.enabled needs diagnostics.enabled/],
     [[...RULES, ...set('monitoring.prometheusRule.disabled.ProductServiceDwn=true')], /ProductServiceDwn/],
-    [[...RULES, ...set('monitoring.prometheusRule.alerts.ProductServiceDown.for=2 minutes')], /for/],
     [[...RULES, ...set('monitoring.prometheusRule.slo.latency.threshold=0.3')], /threshold/],
     [[...RULES, ...set('monitoring.prometheusRule.slo.availability.objective=100')], /objective/],
     [[...RULES, ...set('monitoring.prometheusRule.alerts.ProductServiceSpansDropped.threshold=5')], /threshold/],
