@@ -10,7 +10,7 @@ export default {
   testRunner: 'vitest',
   // Not only the tests that import the mutated file: the spawning ones reach src/ through dist/.
   vitest: { configFile: 'vitest.mutation.config.mjs', related: false },
-  plugins: ['@stryker-mutator/vitest-runner'],
+  plugins: ['@stryker-mutator/vitest-runner', './scripts/mutation-score.mjs'],
   // Stryker links node_modules into its sandbox only after the build command, which needs it first;
   // the command is run without a shell, its words split at unescaped spaces.
   symlinkNodeModules: false,
@@ -32,7 +32,7 @@ export default {
   // stays out of git (reports/ is ignored): it changes with every commit to src/ or test/.
   incremental: true,
   incrementalFile: 'reports/stryker-incremental.json',
-  reporters: ['progress', 'clear-text', 'json', 'html'],
+  reporters: ['progress', 'clear-text', 'json', 'html', 'mutation-score'],
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   htmlReporter: { fileName: 'reports/mutation/mutation.html' },
   cleanTempDir: 'always',
