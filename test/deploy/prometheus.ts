@@ -29,6 +29,9 @@ export interface ActiveAlert {
   activeAt: string;
 }
 
+/** Every scrape and, unless a rule group sets its own, every evaluation. */
+export const SCRAPE_INTERVAL = '1s';
+
 /** How long and how often a test asks Prometheus for a state it reaches by itself (scrapes and rule evaluations every 1 s). */
 export const PROMETHEUS_WAIT = { timeout: 20_000, interval: 250 } as const;
 
@@ -47,7 +50,10 @@ export async function startPrometheus(dir: string, config: Record<string, unknow
   const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
   const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
   const configFile = join(dir, 'prometheus.yml');
-  writeFileSync(configFile, stringify({ global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' }, ...config }));
+  writeFileSync(
+    configFile,
+    stringify({ global: { scrape_interval: SCRAPE_INTERVAL, scrape_timeout: SCRAPE_INTERVAL, evaluation_interval: SCRAPE_INTERVAL }, ...config }),
+  );
   const check = run(promtool, ['check', 'config', configFile]);
   if (check.status !== 0) throw new Error(`promtool check config: ${check.stdout}${check.stderr}`);
 

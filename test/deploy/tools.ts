@@ -23,6 +23,7 @@ export interface Rule {
   record?: string;
   expr: string;
   for?: string;
+  keep_firing_for?: string;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
 }
