@@ -3,7 +3,6 @@
 // through src/shutdown.ts (Connection: close during the delay, the forced close after the timeout).
 import { appendFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
-import { BaseSequencer } from 'vitest/node';
 import base from './vitest.config.mts';
 
 /**
@@ -38,22 +37,6 @@ const timings = {
   },
 };
 
-/**
- * Stryker stops a mutant's run at its first failing test (bail), so the files that failed last run,
- * then the shortest, go first: a kill is found sooner. Vitest's own order runs the longest first.
- */
-class FailedThenShortestFirst extends BaseSequencer {
-  async sort(files) {
-    const last = (spec) => this.ctx.cache.getTestSpecificationResult(spec);
-    // Projects still run one after the other, in vitest's order (by name).
-    const key = (spec) => [spec.project.name, last(spec)?.failed ? 0 : 1, last(spec)?.duration ?? 0];
-    return [...files].sort((a, b) => {
-      const [x, y] = [key(a), key(b)];
-      return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] - y[1] || x[2] - y[2];
-    });
-  }
-}
-
 // Every file's tests get what its beforeAll hooks reached, and spawned services report theirs (test/support/mutants.ts).
 const setupFiles = ['test/support/mutants.ts'];
 const processProject = base.test.projects.find((project) => project.test.name === 'process');
@@ -66,7 +49,6 @@ export default defineConfig({
       // The process project's settings (its timeouts), narrowed to the one suite.
       { test: { ...processProject.test, name: 'shutdown', include: ['test/shutdown.test.ts'], setupFiles } },
     ],
-    sequence: { sequencer: FailedThenShortestFirst },
     reporters: process.env.MUTATION_TIMINGS === undefined ? ['default'] : ['default', timings],
   },
 });
