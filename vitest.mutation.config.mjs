@@ -10,10 +10,13 @@ import base from './vitest.config.mts';
  * its files (with the time each spent before its tests) and tests with their milliseconds, which Stryker's reports do not give.
  */
 const timings = {
-  onTestRunStart() {
+  onTestRunStart(specifications) {
     this.started = performance.now();
+    this.running = new Set(specifications.map(({ moduleId }) => moduleId));
   },
-  onTestRunEnd(modules) {
+  onTestRunEnd(known) {
+    // vitest also hands back the files of earlier runs (Stryker reuses one instance), with their old results.
+    const modules = known.filter(({ moduleId }) => this.running.has(moduleId));
     const tests = modules.flatMap((module) =>
       [...module.children.allTests()].map((test) => ({
         test: `${module.moduleId.replace(/.*\/test\//, 'test/')} > ${test.fullName}`,
