@@ -7,13 +7,16 @@ import base from './vitest.config.mts';
 
 /**
  * With MUTATION_TIMINGS=<file>, each test run (one per mutant) appends a JSON line to the file:
- * its files and tests with their milliseconds, which Stryker's reports do not give.
+ * its files (with the time each spent before its tests) and tests with their milliseconds, which Stryker's reports do not give.
  */
 const timings = {
-  onTestRunStart() {
+  onTestRunStart(specifications) {
     this.started = performance.now();
+    this.running = new Set(specifications.map(({ moduleId }) => moduleId));
   },
-  onTestRunEnd(modules) {
+  onTestRunEnd(known) {
+    // vitest also hands back the files of earlier runs (Stryker reuses one instance), with their old results.
+    const modules = known.filter(({ moduleId }) => this.running.has(moduleId));
     const tests = modules.flatMap((module) =>
       [...module.children.allTests()].map((test) => ({
         test: `${module.moduleId.replace(/.*\/test\//, 'test/')} > ${test.fullName}`,
@@ -22,19 +25,32 @@ const timings = {
       })),
     );
     const ran = tests.filter(({ state }) => state !== 'skipped');
-    appendFileSync(process.env.MUTATION_TIMINGS, `${JSON.stringify({ ms: Math.round(performance.now() - this.started), tests: ran })}\n`);
+    // Per file, what the run spent before its tests: starting the worker, the setup files, importing the file.
+    const files = modules.map((module) => {
+      const { prepareDuration, setupDuration, collectDuration, duration } = module.diagnostic();
+      return {
+        file: module.moduleId.replace(/.*\/test\//, 'test/'),
+        prepare: Math.round(prepareDuration),
+        setup: Math.round(setupDuration),
+        collect: Math.round(collectDuration),
+        run: Math.round(duration),
+      };
+    });
+    appendFileSync(process.env.MUTATION_TIMINGS, `${JSON.stringify({ ms: Math.round(performance.now() - this.started), files, tests: ran })}\n`);
   },
 };
 
 // Every file's tests get what its beforeAll hooks reached, and spawned services report theirs (test/support/mutants.ts).
 const setupFiles = ['test/support/mutants.ts'];
+const processProject = base.test.projects.find((project) => project.test.name === 'process');
 
 export default defineConfig({
   test: {
     project: ['service', 'shutdown'],
     projects: [
       ...base.test.projects.map((project) => ({ test: { ...project.test, setupFiles } })),
-      { test: { name: 'shutdown', include: ['test/shutdown.test.ts'], testTimeout: 30_000, hookTimeout: 30_000, setupFiles } },
+      // The process project's settings (its timeouts), narrowed to the one suite.
+      { test: { ...processProject.test, name: 'shutdown', include: ['test/shutdown.test.ts'], setupFiles } },
     ],
     reporters: process.env.MUTATION_TIMINGS === undefined ? ['default'] : ['default', timings],
   },

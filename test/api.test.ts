@@ -2,7 +2,7 @@
 
 import { STATUS_CODES } from 'node:http';
 import request from 'supertest';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { inProcessForSuite } from './support/in-process';
 import { openRaw, parseResponse, rawExchange } from './support/raw-http';
 import { PRODUCT_ID_MAX as MAX_ID } from '../src/http/routes';
@@ -134,6 +134,27 @@ describe('unknown paths and wrong methods', () => {
     const answer = parseResponse(raw);
     expect(answer.status).toBe(405);
     expect(answer.headers.allow).toBe('POST');
+  });
+});
+
+describe('a client that resets its connection mid-request', () => {
+  it('is a debug line, not an error, and its request a 499', async () => {
+    const from = service.logs.length;
+    const connection = await openRaw(service.port);
+    connection.socket.write('POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n');
+    // The 100 Continue says the request reached the app, which now waits for its body.
+    await connection.waitFor((raw) => raw.includes('100 Continue'));
+    connection.socket.resetAndDestroy();
+    const lines = await vi.waitFor(
+      () => {
+        const mine = service.logs.slice(from);
+        expect(mine.map(({ level, msg }) => `${String(level)} ${String(msg)}`)).toEqual(['debug client connection failed', 'info request completed']);
+        return mine;
+      },
+      { timeout: 5000, interval: 20 },
+    );
+    expect(lines[0]?.err).toMatchObject({ code: 'ECONNRESET' });
+    expect(lines[1]).toMatchObject({ method: 'POST', route: '/product', status: 499 });
   });
 });
 

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { inProcessForTest, type InProcessService } from './support/in-process';
-import { exportingServiceForSuite } from './support/service-process';
+import { exportingServiceForSuite, VERSION } from './support/service-process';
 
 /** OTLP's StatusCode.ERROR. */
 const STATUS_ERROR = 2;
@@ -197,7 +197,17 @@ describe('faults in the built service', () => {
       },
       { timeout: 5000, interval: 20 },
     );
-    expect(lines[0]).toMatchObject({ level: 'error', err: { type: 'InjectedFault' }, method: 'POST', route: '/product', status: 500, span_id: span?.spanId });
-    expect(lines[1]).toMatchObject({ level: 'info', route: '/product', status: 500 });
+    // Each line names the service and its version, as a log search across services filters on them.
+    const source = { service: 'product-service', version: VERSION };
+    expect(lines[0]).toMatchObject({
+      ...source,
+      level: 'error',
+      err: { type: 'InjectedFault' },
+      method: 'POST',
+      route: '/product',
+      status: 500,
+      span_id: span?.spanId,
+    });
+    expect(lines[1]).toMatchObject({ ...source, level: 'info', route: '/product', status: 500 });
   });
 });
