@@ -86,7 +86,7 @@ STOPSIGNAL SIGTERM
 # Absolute paths: any working directory works, and the compile cache is keyed by them.
 # How V8 collects best in a container of one CPU or less (bench/process-flags.mjs): no GC helper
 # threads (they take the CPU from the event loop), atomic full collections (incremental marking without
-# helpers ends in 40-90 ms pauses and keeps ~45 MB more resident) and 8 MiB semi-spaces (shorter
+# helpers falls behind under full load and keeps ~60 MB more resident) and 8 MiB semi-spaces (shorter
 # scavenges); p99 and RSS in docs/performance.md. On the command line: Node refuses the first two in
 # NODE_OPTIONS, and this semi-space takes precedence over NODE_OPTIONS'. The chart drops all three
 # above one CPU.

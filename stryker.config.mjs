@@ -1,5 +1,6 @@
 // Mutation testing: `npm run test:mutation` (docs/development.md, "Mutation score"). Stryker mutates
-// src/ and runs, for each mutant, the `service` project's tests that cover it (vitest.config.mts).
+// src/ and runs, for each mutant, the tests that cover it: the `service` project's and
+// test/shutdown.test.ts (vitest.mutation.config.mjs).
 // Suites that spawn dist/ run a build of the mutated sources made in Stryker's sandbox
 // (buildCommand); the child is told the active mutant and reports what it covers
 // (test/support/mutants.ts).
@@ -8,7 +9,7 @@ export default {
   mutate: ['src/**/*.ts'],
   testRunner: 'vitest',
   // Not only the tests that import the mutated file: the spawning ones reach src/ through dist/.
-  vitest: { configFile: 'vitest.config.mts', related: false },
+  vitest: { configFile: 'vitest.mutation.config.mjs', related: false },
   plugins: ['@stryker-mutator/vitest-runner', './scripts/mutation-score.mjs'],
   // Stryker links node_modules into its sandbox only after the build command, which needs it first;
   // the command is run without a shell, its words split at unescaped spaces.
@@ -20,6 +21,8 @@ export default {
   // A mutant's tests get this much more than they took in the dry run before the mutant counts as
   // timed out (killed): the spawned services' start-up varies by seconds with the machine's load.
   timeoutMS: 60_000,
+  // The initial run is every test once (about 3 min alone, over 6 beside other work on 2 cores).
+  dryRunTimeoutMinutes: 30,
   // A mutant of code that runs only while modules load (a constant's value) needs the whole suite
   // rerun with it (minutes each on 2 cores); it is reported as ignored, not counted.
   ignoreStatic: true,

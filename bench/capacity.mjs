@@ -39,9 +39,7 @@ const { values: args } = parseArgs({
     cpus: { type: 'string' },
     ramps: { type: 'string' },
     step: { type: 'string' },
-    values: { type: 'string' },
     smoke: { type: 'boolean' },
-    render: { type: 'string' },
   },
 });
 
@@ -53,7 +51,6 @@ const opts = {
   cpus: (smoke ? '1' : (args.cpus ?? '1,request')).split(',').map((s) => s.trim()),
   ramps: smoke ? 1 : Number(args.ramps ?? 3),
   step: Number(args.step ?? (smoke ? 2 : 8)),
-  values: args.values ? path.resolve(args.values) : undefined,
   out: smoke ? path.join(RESULTS, 'capacity-smoke.tmp') : RESULTS,
 };
 
@@ -118,34 +115,16 @@ function helm(argv) {
 }
 
 /**
- * The values as Helm computes them: `over` merged into `base`, maps key by key, anything else
- * replaced, a null deleting the key (Helm's coalescing of a values file with the chart's defaults).
- */
-function coalesce(base, over) {
-  if (over === undefined) return base;
-  const isMap = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
-  if (!isMap(base) || !isMap(over)) return over;
-  const merged = { ...base };
-  for (const [key, value] of Object.entries(over)) {
-    if (value === null) delete merged[key];
-    else merged[key] = coalesce(base[key], value);
-  }
-  return merged;
-}
-
-/**
  * The Deployment's container as `helm template` renders it and, from the values, the two figures
  * that are no part of the pod: the latency alert's threshold and the HPA's CPU target.
- * @param {string | undefined} valuesFile
  */
-function readChart(valuesFile) {
-  const valuesArgs = valuesFile ? ['-f', valuesFile] : [];
-  const docs = parseAllDocuments(helm(['template', 'capacity', CHART, ...valuesArgs])).map((d) => d.toJS());
+function readChart() {
+  const docs = parseAllDocuments(helm(['template', 'capacity', CHART])).map((d) => d.toJS());
   const deployment = docs.find((d) => d?.kind === 'Deployment');
   if (!deployment) throw new Error('the chart rendered no Deployment');
   const pod = deployment.spec.template.spec;
   const container = pod.containers[0];
-  const values = coalesce(parse(helm(['show', 'values', CHART])), valuesFile ? parse(fs.readFileSync(valuesFile, 'utf8')) : undefined);
+  const values = parse(fs.readFileSync(path.join(CHART, 'values.yaml'), 'utf8'));
   const threshold = values.monitoring?.prometheusRule?.slo?.latency?.threshold;
   if (typeof threshold !== 'number') throw new Error('the chart has no monitoring.prometheusRule.slo.latency.threshold');
   const limits = container.resources?.limits ?? {};
@@ -171,7 +150,6 @@ function readChart(valuesFile) {
     graceSeconds: pod.terminationGracePeriodSeconds ?? 30,
     latencyThresholdS: threshold,
     hpaTargetPercent: values.autoscaling?.targetCPUUtilizationPercentage ?? null,
-    valuesFile: valuesFile && path.relative(ROOT, valuesFile),
   };
 }
 
@@ -621,10 +599,6 @@ function markdown(result, chart) {
       `HPA: at its target of ${hpa.targetPercent} % of the ${chart.requestCpu} request, a pod starts scaling out at ≈ ${f(hpa.scaleOutRate, 0)} req/s (${hpa.targetPercent} % × ${chart.requestCpu} ÷ ${f(hpa.usPerRequest, 0)} µs/req, measured at ${f(hpa.atRate, 0)} req/s), ${f(hpa.share * 100, 0)} % of the lowest capacity at the request over the ramps (${f(hpa.capacity, 0)} req/s; median ${f(hpa.capacityMedian, 0)}): ${verdict}. With a target of at most ${hpa.targetForHeadroom} %, it would scale out by ${f(HPA_HEADROOM * 100, 0)} % of that capacity.`,
     );
   }
-  const changed = [];
-  if (chart.latencyThresholdS !== used.latencyThresholdS) changed.push(`latency threshold ${used.latencyThresholdS} s → ${chart.latencyThresholdS} s`);
-  if (chart.memoryLimitBytes !== used.memoryLimitBytes) changed.push(`memory limit ${used.memoryLimit} → ${chart.memoryLimit}`);
-  if (changed.length) lines.push(`The chart changed since this was measured (${changed.join(', ')}): the capacities are the old chart's; rerun.`);
   return lines.join('\n') + '\n';
 }
 
@@ -643,16 +617,17 @@ function settingsOf(chart) {
   return [...new Set(settings)].map((cpus) => ({ cpus, label: `${settingLabel(cpus, chart)} CPU` }));
 }
 
-function publish(result, chart, file = path.join(opts.out, 'capacity.json')) {
+function publish(result, chart) {
   const md = markdown(result, chart);
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  if (!args.render) fs.writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
-  fs.writeFileSync(path.join(path.dirname(file), 'capacity.md'), md);
-  const published = !result.meta.smoke && path.resolve(file) === path.join(RESULTS, 'capacity.json');
-  if (published) writeBlock(path.join(ROOT, 'docs', 'performance.md'), 'bench:capacity', md);
+  fs.mkdirSync(opts.out, { recursive: true });
+  fs.writeFileSync(path.join(opts.out, 'capacity.json'), JSON.stringify(result, null, 2) + '\n');
+  // A full run's table has one home, docs/performance.md; a smoke's stays beside its JSON.
+  const table = smoke ? path.join(opts.out, 'capacity.md') : undefined;
+  if (table) fs.writeFileSync(table, md);
+  else writeBlock(path.join(ROOT, 'docs', 'performance.md'), 'bench:capacity', md);
   console.log(md);
   console.error(
-    `wrote ${path.relative(ROOT, path.dirname(file))}/${args.render ? '' : 'capacity.json, '}capacity.md${published ? ' and the bench:capacity block of docs/performance.md' : ''}`,
+    `wrote ${path.relative(ROOT, opts.out)}/capacity.json and ${table ? path.relative(ROOT, table) : 'the bench:capacity block of docs/performance.md'}`,
   );
 }
 
@@ -668,14 +643,8 @@ function checkSmoke(ramps) {
 }
 
 async function main() {
-  if (args.render) {
-    const file = path.resolve(args.render);
-    const result = JSON.parse(fs.readFileSync(file, 'utf8'));
-    const valuesFile = opts.values ?? (result.meta.chart.valuesFile && path.join(ROOT, result.meta.chart.valuesFile));
-    return publish(result, readChart(valuesFile), file);
-  }
   const started = new Date();
-  const chart = readChart(opts.values);
+  const chart = readChart();
   const settings = settingsOf(chart);
   const image = imageInfo(opts.image);
   pinToLoadCore();

@@ -84,8 +84,9 @@ async function main() {
   const outDir = only ? WORK : RESULTS;
   fs.writeFileSync(path.join(outDir, 'hostile.json'), JSON.stringify(result, null, 2) + '\n');
   const md = markdown(result);
-  fs.writeFileSync(path.join(outDir, 'hostile.md'), md);
-  if (!only) writeBlock(path.join(ROOT, 'docs', 'reliability.md'), 'hostile', md);
+  // A full run's table has one home, docs/reliability.md; a partial run's stays beside its JSON.
+  if (only) fs.writeFileSync(path.join(WORK, 'hostile.md'), md);
+  else writeBlock(path.join(ROOT, 'docs', 'reliability.md'), 'hostile', md);
   process.stdout.write('\n' + md);
   process.exitCode = result.failed === 0 ? 0 : 1;
 }

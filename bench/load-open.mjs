@@ -22,6 +22,7 @@ const request = Buffer.from(
 const total = Math.round(o.rate * o.duration);
 const interval = 1000 / o.rate;
 const fromIntended = new Float64Array(total);
+const intendedAt = new Float64Array(total); // when each answered request was due, to place a stall in time
 // How late this generator took each request off its schedule (its own delay, not the server's: a
 // request waiting for a free connection is already taken). Latency counts from the intended time,
 // so a late generator adds to it: that, not how long this thread waited for a CPU, is its share.
@@ -91,6 +92,7 @@ class Connection {
       if (status < 200 || status > 299) non2xx++;
       if (this.inflight) {
         fromIntended[completed] = now - this.inflight.intended;
+        intendedAt[completed] = this.inflight.intended;
         completed++;
         this.inflight = null;
       }
@@ -152,6 +154,11 @@ process.stdout.write(
       socket_errors: socketErrors,
       lost_on_close: lost,
       late_ms: { p99: pct(late, 99, total), max: pct(late, 100, total) },
+      // The five slowest requests: when they were due (ms since the epoch) and how long they took.
+      slowest: [...fromIntended.subarray(0, completed).keys()]
+        .sort((a, b) => fromIntended[b] - fromIntended[a])
+        .slice(0, 5)
+        .map((i) => ({ atEpochMs: Math.round(performance.timeOrigin + intendedAt[i]), ms: Number(fromIntended[i].toFixed(1)) })),
       latency_ms: {
         p50: pct(fromIntended, 50),
         p90: pct(fromIntended, 90),

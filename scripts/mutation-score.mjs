@@ -1,15 +1,29 @@
-// A Stryker reporter (stryker.config.mjs): writes the run's score and per-file table into
-// docs/development.md, between the markers below, once a run over every file of src/ has finished.
-// By hand because Stryker's own reporters print the table or write HTML/JSON, never into a document.
+// A Stryker reporter (stryker.config.mjs): writes the per-file table of mutation scores into
+// docs/development.md, between the markers below. A run updates the rows of the files it mutated
+// whole (a line range, as CI's smoke, updates none) and keeps the others, each row saying which
+// run measured it; the total is the sum of the rows. By hand because Stryker's own reporters print
+// the table or write HTML/JSON, never into a document.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { declareClassPlugin, PluginKind } from '@stryker-mutator/api/plugin';
+import { commonTokens, declareClassPlugin, PluginKind } from '@stryker-mutator/api/plugin';
 
 const DOC = 'docs/development.md';
 const START = '<!-- mutation-score:start -->';
 const END = '<!-- mutation-score:end -->';
+const HEADER = [
+  '| File | Score | Of covered | Killed (or timed out) | Survived | No coverage | Ignored (static or disabled) | Measured by the run of |',
+  '| ---- | ----: | ---------: | ---: | ---: | ---: | ---: | ---- |',
+];
 
-const percent = (score) => (Number.isNaN(score) ? 'n/a' : `${score.toFixed(1)} %`);
+const percent = (part, whole) => (whole === 0 ? 'n/a' : `${((100 * part) / whole).toFixed(1)} %`);
+const cells = ({ killed, survived, noCoverage, ignored }) => [
+  percent(killed, killed + survived + noCoverage),
+  percent(killed, killed + survived),
+  killed,
+  survived,
+  noCoverage,
+  ignored,
+];
 
 /** Every file of the metrics tree, with its path from the tree's root. */
 function filesOf(result, prefix = '') {
@@ -17,30 +31,50 @@ function filesOf(result, prefix = '') {
   return result.childResults.flatMap((child) => filesOf(child, prefix === '' && result.name === 'All files' ? '' : `${prefix}${result.name}/`));
 }
 
+/** The rows already in the document: file -> its cells after the file's name. */
+function rowsIn(block) {
+  const rows = new Map();
+  for (const match of block.matchAll(/^\| `src\/([^`]+)` \| (.*) \|$/gm)) if (!match[2].startsWith('not run')) rows.set(match[1], match[2].split(' | '));
+  return rows;
+}
+
 class MutationScoreReporter {
+  static inject = [commonTokens.options];
+  constructor(options) {
+    this.options = options;
+  }
+
   onMutationTestReportReady(_report, metrics) {
     const seconds = Math.round(process.uptime());
-    const files = filesOf(metrics.systemUnderTestMetrics).sort((a, b) => a.path.localeCompare(b.path));
-    const inSrc = readdirSync('src', { recursive: true }).filter((name) => String(name).endsWith('.ts')).length;
-    // A run over part of src/ (`--mutate`, CI's small run) leaves the table of the last whole run.
-    if (files.length < inSrc) return;
-    const row = (name, m) =>
-      `| ${name} | ${percent(m.mutationScore)} | ${percent(m.mutationScoreBasedOnCoveredCode)} | ${m.killed + m.timeout} | ${m.survived} | ${m.noCoverage} | ${m.ignored} |`;
-    const all = metrics.systemUnderTestMetrics.metrics;
-    const table = [
-      `Last whole run: \`npx stryker ${process.argv.slice(2).join(' ')}\` (\`npm run test:mutation\`), ${new Date().toISOString().slice(0, 10)},`,
-      `${Math.floor(seconds / 60)} min ${seconds % 60} s on ${cpus().length} cores, Node ${process.version}. Score: ${percent(all.mutationScore)} of all valid`,
-      `mutants, ${percent(all.mutationScoreBasedOnCoveredCode)} of those some test of the \`service\` project runs.`,
-      '',
-      '| File | Score | Of covered | Killed (or timed out) | Survived | No coverage | Ignored (static or disabled) |',
-      '| ---- | ----: | ---------: | ---: | ---: | ---: | ---: |',
-      ...files.map(({ path, metrics: m }) => row(`\`src/${path}\``, m)),
-      row('**all**', all),
-    ].join('\n');
+    // Only the files this run mutated (the report also holds those the incremental file kept), and
+    // whole: `--mutate src/x.ts:10-20` mutates part of a file, its row would not be the file's score.
+    const whole = (path) => this.options.mutate.some((pattern) => pattern === `src/${path}` || pattern.includes('*'));
+    const files = filesOf(metrics.systemUnderTestMetrics).filter(({ path }) => whole(path));
+    if (files.length === 0) return;
+    const tested = files.reduce((sum, { metrics: m }) => sum + m.killed + m.timeout + m.survived, 0);
+    // `--testFiles`: the score against those files only, said in each row it measured.
+    const against = this.options.testFiles?.length ? `, against ${this.options.testFiles.join(' ')} only` : '';
+    const run = `${new Date().toISOString().slice(0, 10)}, ${Math.round(seconds / 60)} min (${tested} mutants tested, ${tested === 0 ? 'n/a' : Math.round(seconds / tested)} s per mutant, the initial test run included)${against}`;
+
     const doc = readFileSync(DOC, 'utf8');
     const start = doc.indexOf(START);
     const end = doc.indexOf(END);
     if (start < 0 || end < start) throw new Error(`${DOC} lacks the markers ${START} and ${END}`);
+    const rows = rowsIn(doc.slice(start, end));
+    for (const { path, metrics: m } of files) rows.set(path, [...cells({ ...m, killed: m.killed + m.timeout }), run].map(String));
+    const inSrc = readdirSync('src', { recursive: true }).filter((name) => String(name).endsWith('.ts'));
+    const sorted = inSrc.map((name) => String(name)).sort((a, b) => a.localeCompare(b));
+    const measured = sorted.filter((path) => rows.has(path));
+    const sum = (index) => measured.reduce((total, path) => total + Number(rows.get(path)[index]), 0);
+    const all = { killed: sum(2), survived: sum(3), noCoverage: sum(4), ignored: sum(5) };
+    const table = [
+      `Last run: \`npx stryker ${process.argv.slice(2).join(' ')}\` (\`npm run test:mutation\`), ${run}, on ${cpus().length} cores,`,
+      `Node ${process.version}. ${measured.length} of ${sorted.length} files of \`src/\` measured.`,
+      '',
+      ...HEADER,
+      ...sorted.map((path) => `| \`src/${path}\` | ${(rows.get(path) ?? ['not run', '', '', '', '', '', '']).join(' | ')} |`),
+      `| **all measured** | ${cells(all).join(' | ')} | |`,
+    ].join('\n');
     writeFileSync(DOC, `${doc.slice(0, start + START.length)}\n\n${table}\n\n${doc.slice(end)}`);
   }
 }

@@ -58,7 +58,9 @@ function render({ release, namespace, values, set }) {
   const order = ['alert', 'record', 'expr', 'for', 'keep_firing_for', 'labels', 'annotations'];
   const sorted = (object, keys) =>
     Object.fromEntries([...keys.filter((key) => key in object), ...Object.keys(object).filter((key) => !keys.includes(key))].map((key) => [key, object[key]]));
+  // A group's name first, then its interval.
   const groups = spec.groups.map((group) => ({
+    name: group.name,
     ...group,
     rules: group.rules.map((rule) => {
       const ordered = sorted(rule, order);

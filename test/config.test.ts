@@ -3,7 +3,7 @@
 //
 // Every variable is a row of the tables below, so a new variable is a few rows here, and the
 // first test fails until it has them (and until the README's configuration table lists it).
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig, type Config } from '../src/config';
@@ -150,12 +150,28 @@ function variablesRead(): string[] {
 }
 
 describe('parseConfig', () => {
-  it('reads exactly the variables of the DEFAULTS table, each listed in the README configuration table', () => {
+  // The second first ticket (docs/development.md, "Adding a configuration variable"): src/config.ts,
+  // this file's rows, the README's table, and the chart: values.yaml, values.schema.json and the env
+  // list in templates/_helpers.tpl (6 files), or extraEnv named in the chart README. The rendered env
+  // is proven on helm template (test/chart/render.test.ts).
+  it('reads exactly the variables of the DEFAULTS table, each listed in the README configuration table and set by the chart or named with its extraEnv', () => {
     const variables = DEFAULTS.map(([name]) => name);
     expect(variablesRead().sort(), 'a variable parseConfig reads needs its rows in this file').toEqual([...variables].sort());
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
     const documented = [...readme.matchAll(/^\| `([A-Z_]+)` +\|/gm)].map((match) => match[1]);
     expect(documented.sort(), "the README's configuration table lists every variable, and only those").toEqual([...variables].sort());
+    const chart = join(ROOT, 'helm/product-service');
+    const templates = readdirSync(join(chart, 'templates'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => /\.(yaml|tpl)$/.test(file))
+      .map((file) => readFileSync(join(chart, 'templates', file), 'utf8'))
+      .join('\n');
+    const chartReadme = readFileSync(join(chart, 'README.md'), 'utf8').split('\n');
+    const missing = variables.filter(
+      (variable) =>
+        !new RegExp(`^\\s*- name: ${variable}$`, 'm').test(templates) &&
+        !chartReadme.some((line) => line.includes(`\`${variable}\``) && line.includes('extraEnv')),
+    );
+    expect(missing, 'set by no template of helm/product-service, and not named with extraEnv on a line of its README.md').toEqual([]);
   });
 
   it.each(DEFAULTS)('%s unset: %s is %j', (_variable, field, value) => {

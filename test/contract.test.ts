@@ -151,26 +151,6 @@ describe('the service answers as openapi.yaml says', () => {
     },
   );
 
-  it('an answer the document does not list fails these checks', () => {
-    const teapot: ParsedResponse = { status: 418, headers: { 'x-content-type-options': 'nosniff' }, body: '' };
-    expect(() => expectDocumented('POST', '/product', teapot)).toThrow(/POST \/product answered 418, which openapi.yaml does not list/);
-    const missingHeader: ParsedResponse = { status: 200, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'ok' };
-    expect(() => expectDocumented('GET', '/health', missingHeader)).toThrow(/X-Content-Type-Options is missing/);
-    const cacheable: ParsedResponse = { status: 404, headers: { 'x-content-type-options': 'nosniff', 'content-type': 'application/problem+json' }, body: '' };
-    expect(() => expectDocumented('GET', '/nowhere', cacheable)).toThrow(/Cache-Control is missing/);
-    const wrongBody: ParsedResponse = {
-      status: 201,
-      headers: {
-        'x-content-type-options': 'nosniff',
-        'cache-control': 'no-store',
-        traceresponse: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00',
-        'content-type': 'application/json; charset=utf-8',
-      },
-      body: '{"product_id":0}',
-    };
-    expect(() => expectDocumented('POST', '/product', wrongBody)).toThrow(/body/);
-  });
-
   it('every answer the document lists was provoked above', () => {
     const listed = [
       'NotFound',

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
 import { inProcessForTest, type InProcessService } from './support/in-process';
-import { exportingServiceForSuite, serviceForTest } from './support/service-process';
+import { exportingServiceForSuite } from './support/service-process';
 
 /** OTLP's StatusCode.ERROR. */
 const STATUS_ERROR = 2;
@@ -199,16 +199,5 @@ describe('faults in the built service', () => {
     );
     expect(lines[0]).toMatchObject({ level: 'error', err: { type: 'InjectedFault' }, method: 'POST', route: '/product', status: 500, span_id: span?.spanId });
     expect(lines[1]).toMatchObject({ level: 'info', route: '/product', status: 500 });
-  });
-});
-
-describe('the built service without faults', () => {
-  it('writes no fault line and shows both faults at 0', async () => {
-    const svc = await serviceForTest({ OTEL_SDK_DISABLED: 'true' });
-    await svc.waitForLog((l) => l.msg === 'product-service listening');
-    expect(svc.logLines().filter((l) => l.level === 'warn')).toEqual([]);
-    const body = await scrape(svc.metricsUrl);
-    expect(sampleValue(body, 'product_service_fault_error_ratio')).toBe(0);
-    expect(sampleValue(body, 'product_service_fault_delay_seconds')).toBe(0);
   });
 });

@@ -50,6 +50,8 @@ describe('the built service at the default level (info)', () => {
     }
     const messages = lines.map((line) => String(line.msg));
     expect(messages[0]).toBe('product-service listening');
+    // Nothing to warn of at the defaults: no fault injected (FAULT_*), no public trusted range.
+    expect(lines.filter((line) => line.level === 'warn')).toEqual([]);
     expect(messages.some((msg) => msg.startsWith('shutdown started'))).toBe(true);
     // In order, to the last line: an exit that does not wait for the asynchronous stdout writes
     // loses or reorders the lines that say why the process ended.

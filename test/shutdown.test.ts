@@ -2,7 +2,8 @@
 
 import { Agent, request, type ClientRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { startOtlpReceiver } from './support/otlp-receiver';
 import { exitWithin, serviceForTest } from './support/service-process';
 
 interface Outcome {
@@ -86,16 +87,30 @@ describe('graceful shutdown', () => {
     expect(await exitWithin(service.exited, 10_000)).toBe(0);
   });
 
-  it('gives up on in-flight requests after SHUTDOWN_TIMEOUT and still exits 0', async () => {
-    const service = await serviceForTest({ SHUTDOWN_DELAY: '0', SHUTDOWN_TIMEOUT: '1' });
+  it('gives up on in-flight requests after SHUTDOWN_TIMEOUT, closing them before the last spans are flushed, and still exits 0', async () => {
+    // A collector that never answers holds the flush for its whole budget (1 s once the timeout has passed).
+    const collector = await startOtlpReceiver('hang');
+    onTestFinished(() => collector.close());
+    const service = await serviceForTest({
+      SHUTDOWN_DELAY: '0',
+      SHUTDOWN_TIMEOUT: '1',
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      OTEL_BSP_SCHEDULE_DELAY: '60000',
+    });
+    expect((await post(service.port, new Agent())).status).toBe(201); // a span left for the flush
     const upload = startSlowUpload(service.port);
     await sleep(200);
     const started = Date.now();
     service.child.kill('SIGTERM');
+    const outcome = await upload.outcome;
+    const cutAt = Date.now();
+    await service.waitForLog((line) => String(line.msg).includes('telemetry flush did not finish'));
+    expect(outcome.error).toBeDefined();
+    // Cut when the timeout ended, not left open until the process exits after the flush.
+    expect(Date.now() - cutAt).toBeGreaterThan(500);
     expect(await exitWithin(service.exited, 10_000)).toBe(0);
     expect(Date.now() - started).toBeLessThan(5000);
     expect(service.logLines().some((line) => String(line.msg).includes('timeout reached'))).toBe(true);
-    expect((await upload.outcome).error).toBeDefined();
   });
 
   it('a second signal exits at once with code 1', async () => {

@@ -20,7 +20,7 @@ import { parseAllDocuments, parseDocument, stringify } from 'yaml';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CHART = join(ROOT, 'helm/product-service');
 
-/** @typedef {{ version: string, appVersion: string, tag: string, repositoryUrl: string, registry: string, imageRepository: string, imageDigest: string, image: string }} Release */
+/** @typedef {{ version: string, appVersion: string, tag: string, repositoryUrl: string, registry: string, imageRepository: string, imageDigest: string, image: string, changes: Array<{ kind: string, description: string }> }} Release */
 
 /** @type {Array<[file: string, path: string[], value: (release: Release) => unknown]>} */
 const FIELDS = [
@@ -30,6 +30,8 @@ const FIELDS = [
   // values travel to other chart versions (--reuse-values, a copied values file), Chart.yaml does not.
   ['Chart.yaml', ['annotations', 'artifacthub.io/images'], (r) => stringify([{ name: 'product-service', image: r.image }])],
   ['Chart.yaml', ['annotations', 'artifacthub.io/prerelease'], (r) => String(semver.prerelease(r.version) !== null)],
+  // Artifact Hub shows a version's changes from this annotation only: CHANGELOG.md's newest section.
+  ['Chart.yaml', ['annotations', 'artifacthub.io/changes'], (r) => stringify(r.changes)],
   ['values.yaml', ['image', 'repository'], (r) => r.imageRepository],
 ];
 
@@ -87,10 +89,27 @@ function release() {
       imageRepository,
       imageDigest,
       image: `${imageRepository}:${appVersion}@${imageDigest}`,
+      changes: newestChanges(),
     },
     destination: resolve(destination),
     helm: values.helm,
   };
+}
+
+/** The entries of CHANGELOG.md's newest section (`### Added` ...) as Artifact Hub's `kind`/`description`. */
+function newestChanges() {
+  const newest = readFileSync(join(CHART, 'CHANGELOG.md'), 'utf8').split(/^## /m)[1] ?? '';
+  const changes = newest
+    .split(/^### /m)
+    .slice(1)
+    .flatMap((section) => {
+      const [heading, ...lines] = section.split('\n');
+      return lines
+        .filter((line) => line.startsWith('- '))
+        .map((line) => ({ kind: heading.trim().toLowerCase(), description: line.slice(2).replaceAll('`', '') }));
+    });
+  if (changes.length === 0) fail('CHANGELOG.md: no entry in its newest section');
+  return changes;
 }
 
 function filesUnder(dir) {

@@ -90,7 +90,10 @@ describe('PrometheusRule', () => {
       ...set('monitoring.prometheusRule.interval=15s', 'monitoring.prometheusRule.disabled.ProductServiceLogLinesDropped=true'),
       ...set('monitoring.prometheusRule.alerts.ProductServiceTargetDown.severity=info'),
     ]);
-    expect(rules.groups.map((group) => group.interval)).toEqual(rules.groups.map(() => '15s'));
+    // The error budget's group keeps its own (slo.periodInterval): it reads the whole SLO period.
+    expect(rules.groups.map((group) => [group.name, group.interval])).toEqual(
+      rules.groups.map((group) => [group.name, group.name === 'product-service.slo-period' ? '2m30s' : '15s']),
+    );
     const names = alerts(rules).map((rule) => rule.alert);
     expect(names).toHaveLength(17);
     expect(names).not.toContain('ProductServiceLogLinesDropped');

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { stringify } from 'yaml';
 import { chartDir, CRD_APIS, findOne, helm, HELMS, must, ofKind, parseManifests, podSpecOf, set, template } from './helm';
 import { validateObject } from './validate';
 
@@ -115,24 +115,5 @@ describe("Kyverno's require-pod-probes (best-practices): every container has a l
         container.name,
       ).toBe(true);
     }
-  });
-});
-
-describe('CHANGELOG.md and Chart.yaml artifacthub.io/changes', () => {
-  it('say the same of the newest version', () => {
-    const changelog = readFileSync(join(chartDir, 'CHANGELOG.md'), 'utf8');
-    const newest = must(changelog.split(/^## /m)[1], 'a version section');
-    const entries = newest
-      .split(/^### /m)
-      .slice(1)
-      .flatMap((section) => {
-        const [heading = '', ...lines] = section.split('\n');
-        return lines
-          .filter((line) => line.startsWith('- '))
-          .map((line) => ({ kind: heading.trim().toLowerCase(), description: line.slice(2).replaceAll('`', '') }));
-      });
-    const chart = parse(readFileSync(join(chartDir, 'Chart.yaml'), 'utf8')) as { annotations: Record<string, string> };
-    expect(parse(must(chart.annotations['artifacthub.io/changes'], 'artifacthub.io/changes'))).toEqual(entries);
-    expect(entries.length).toBeGreaterThan(0);
   });
 });

@@ -2,7 +2,6 @@
 // scripts/release/package-chart.mjs, whose package is then used as a stranger would: copied alone into an
 // empty directory and rendered with no values.
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -175,6 +174,13 @@ describe('scripts/release/package-chart.mjs', () => {
     expect(parse(must(chart.annotations['artifacthub.io/images'], 'images annotation'))).toEqual([{ name: 'product-service', image }]);
     expect(chart.annotations['artifacthub.io/prerelease']).toBe('false');
     expect(chart.annotations['artifacthub.io/license']).toBe('Apache-2.0');
+    // CHANGELOG.md's newest entries, as Artifact Hub reads them.
+    const changes = parse(must(chart.annotations['artifacthub.io/changes'], 'changes annotation')) as Array<{ kind: string; description: string }>;
+    expect(changes.length).toBeGreaterThan(0);
+    for (const { kind, description } of changes) {
+      expect(['added', 'changed', 'deprecated', 'removed', 'fixed', 'security']).toContain(kind);
+      expect(readFileSync(join(chartDir, 'CHANGELOG.md'), 'utf8').replaceAll('`', '')).toContain(`- ${description}\n`);
+    }
     const links = parse(must(chart.annotations['artifacthub.io/links'], 'links annotation')) as Array<{ url: string }>;
     for (const { url } of links) expect(url).toMatch(/^https:\/\/github\.com\/Acme-Corp\/product-service(\/blob\/v1\.2\.3\/|$)/);
   });
@@ -277,35 +283,6 @@ describe('a released digest is only ever paired with its own version', () => {
       expect(lint.stdout + lint.stderr).toContain('--reset-then-reuse-values');
     },
   );
-});
-
-describe('scripts/release/verify-sha256.mjs (helm for the release job, against its published .sha256sum)', () => {
-  const dir = mkdtempSync(join(scratch, 'sha256-'));
-  const file = join(dir, 'helm-v4.1.4-linux-amd64.tar.gz');
-  writeFileSync(file, 'stands in for the helm tarball\n');
-  const sha256 = createHash('sha256').update(readFileSync(file)).digest('hex');
-  const verify = (sumText: string) => {
-    writeFileSync(`${file}.sha256sum`, sumText);
-    return node('scripts/release/verify-sha256.mjs', [file, `${file}.sha256sum`]);
-  };
-
-  it('passes a file whose SHA-256 is the one listed for it (sha256sum format, or the hash alone)', () => {
-    expect(verify(`${sha256}  helm-v4.1.4-linux-amd64.tar.gz\n`).status).toBe(0);
-    expect(verify(`${sha256}\n`).status).toBe(0);
-  });
-
-  it('fails, saying why, on another hash, a listing for another file, or no hash at all', () => {
-    const other = createHash('sha256').update('tampered').digest('hex');
-    expect(verify(`${other}  helm-v4.1.4-linux-amd64.tar.gz\n`)).toMatchObject({
-      status: 1,
-      stderr: expect.stringContaining(`SHA-256 ${sha256}, published ${other}`) as unknown,
-    });
-    expect(verify(`${sha256}  helm-v4.1.3-linux-amd64.tar.gz\n`)).toMatchObject({
-      status: 1,
-      stderr: expect.stringContaining('lists helm-v4.1.3-linux-amd64.tar.gz') as unknown,
-    });
-    expect(verify('404: Not Found\n')).toMatchObject({ status: 1, stderr: expect.stringContaining('holds no SHA-256') as unknown });
-  });
 });
 
 describe('scripts/release/push-chart.mjs on a real registry (CNCF Distribution, scripts/ci/install-registry-tools.sh)', () => {

@@ -4,10 +4,9 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer as createHttp2Server, type Http2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -64,8 +63,8 @@ function dockerAsync(args: string[]): Promise<string> {
   });
 }
 
-function dockerfileBases(mode: '--pinned' | '--stand-ins' | '--build-args', dockerfile?: string): string[] {
-  const args = ['scripts/node.sh', 'scripts/ci/dockerfile-bases.mjs', mode, ...(dockerfile === undefined ? [] : ['--dockerfile', dockerfile])];
+function dockerfileBases(mode: '--pinned' | '--stand-ins' | '--build-args'): string[] {
+  const args = ['scripts/node.sh', 'scripts/ci/dockerfile-bases.mjs', mode];
   const run = spawnSync('sh', args, { cwd: ROOT, encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`dockerfile-bases.mjs ${mode} failed: ${run.stderr}`);
   return run.stdout.split('\n').filter(Boolean);
@@ -176,25 +175,6 @@ describe('base images', () => {
     const buildArgs = dockerfileBases('--build-args');
     expect(buildArgs.map((arg) => arg.split('=')[0]).sort()).toEqual(['DISTROLESS_IMAGE', 'NODE_IMAGE']);
     expect(new Set(buildArgs.map((arg) => arg.split('=')[1]))).toEqual(new Set(tags));
-  });
-
-  it.each([
-    ['a tag alone', 'FROM node:26-trixie-slim AS build\n', /node:26-trixie-slim is not pinned/],
-    ['a digest without its tag', `FROM node@sha256:${'a'.repeat(64)} AS build\n`, /is not pinned as <name>:<tag>@sha256/],
-    ['a build argument without a pinned default', 'ARG NODE_IMAGE\nFROM ${NODE_IMAGE:-node} AS build\n', /node is not a pinned base-image stage/],
-    [
-      'one build argument for two images',
-      `FROM a:1@sha256:${'a'.repeat(64)} AS a\nFROM b:1@sha256:${'b'.repeat(64)} AS b\nFROM \${X:-a} AS one\nFROM \${X:-b} AS two\n`,
-      /X stands for both a:1 and b:1/,
-    ],
-  ])('refuses a Dockerfile with %s', (_what, text, message) => {
-    const dir = mkdtempSync(join(tmpdir(), 'dockerfile-bases-'));
-    try {
-      writeFileSync(join(dir, 'Dockerfile'), text);
-      expect(() => dockerfileBases('--pinned', join(dir, 'Dockerfile'))).toThrow(message);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
 

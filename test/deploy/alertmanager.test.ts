@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ALERTMANAGER_CONFIG, startAlertmanager, type Alertmanager } from './alertmanager';
-import { PROBE_RULE_VALUES, alertsOf, parseRules, renderRules } from './tools';
+import { ALERTMANAGER_CONFIG, startAlertmanager } from './alertmanager';
+import { PROBE_RULE_VALUES, alertsOf, parseRules, renderRules, type Daemon } from './tools';
 
 const JOB = 'products-product-service';
 
@@ -16,7 +16,7 @@ interface AlertStatus {
 }
 
 describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => {
-  let alertmanager: Alertmanager;
+  let alertmanager: Daemon;
   let url = '';
   let dir = '';
   // The severity each alert has in the chart's rules (the probe's alert included), so the posted alerts are labelled as Prometheus sends them.
@@ -30,7 +30,7 @@ describe('the Alertmanager inhibit_rules shipped in deploy/alertmanager', () => 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'alertmanager-'));
     alertmanager = await startAlertmanager(dir, ALERTMANAGER_CONFIG);
-    url = alertmanager.url;
+    url = `http://${alertmanager.address}`;
   });
 
   afterAll(async () => {

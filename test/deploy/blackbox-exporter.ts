@@ -2,49 +2,25 @@
 // scripts/ci/install-prometheus.sh) on a free loopback port, and the scrape job the Prometheus
 // Operator makes of the chart's Probe (templates/probe.yaml), so that the live-alert suite probes
 // the service as a cluster would.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { expect, vi } from 'vitest';
 import { stringify } from 'yaml';
 import { findOne, template } from '../chart/helm';
-import { freePort } from '../support/service-process';
-import { PROBE_RULE_VALUES, PROMETHEUS_INSTALL, requireTool } from './tools';
+import { PROBE_RULE_VALUES, PROMETHEUS_INSTALL, requireTool, startDaemon, type Daemon } from './tools';
 
 /** The chart's Probe of release `release` in `namespace`, with the probe on as probe.values.yaml turns it on. */
 export const renderProbe = (release: string, namespace: string) => findOne(template(['--values', PROBE_RULE_VALUES], release, namespace), 'Probe');
 type Probe = ReturnType<typeof renderProbe>;
 
-interface BlackboxExporter {
-  /** host:port, what the Probe's prober.url names. */
-  readonly address: string;
-  stop(): Promise<void>;
-}
-
 /** Serves `module` as the exporter's own example configuration defines it: an HTTP GET that succeeds on a 2xx. */
-export async function startBlackboxExporter(dir: string, module: string): Promise<BlackboxExporter> {
-  const bin = requireTool('prometheus-blackbox-exporter', PROMETHEUS_INSTALL);
+export function startBlackboxExporter(dir: string, module: string): Promise<Daemon> {
   const config = join(dir, 'blackbox.yml');
   writeFileSync(config, stringify({ modules: { [module]: { prober: 'http' } } }));
-  const port = await freePort();
-  const child = spawn(bin, [`--config.file=${config}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'], { stdio: 'ignore' });
-  const address = `127.0.0.1:${port}`;
-  await vi.waitFor(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`the blackbox exporter exited with ${child.exitCode}`);
-      expect((await fetch(`http://${address}/-/healthy`)).status).toBe(200);
-    },
-    { timeout: 20_000, interval: 200 },
+  return startDaemon(
+    requireTool('prometheus-blackbox-exporter', PROMETHEUS_INSTALL),
+    (address) => [`--config.file=${config}`, `--web.listen-address=${address}`, '--log.level=warn'],
+    '/-/healthy',
   );
-  return {
-    address,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      await once(child, 'exit');
-    },
-  };
 }
 
 /**

@@ -18,6 +18,7 @@ const JOB = 'product-service';
 const NAMESPACE = 'test';
 const POD = 'product-service-0';
 const CONFIG = '0f1e2d3c4b5a';
+const PERIOD_INTERVAL = 5;
 
 describe('dashboard and rules against a real Prometheus scraping the running service', () => {
   let dir = '';
@@ -32,9 +33,10 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
-    // The chart's rules for a release named after the scrape job, in the scrape's namespace.
+    // The chart's rules for a release named after the scrape job, in the scrape's namespace; the
+    // error budget's group every 5 evaluations, as its 2m30s is at Prometheus' default 30 s.
     rulesFile = join(dir, 'rules.yaml');
-    writeFileSync(rulesFile, renderRules({ release: JOB, namespace: NAMESPACE }));
+    writeFileSync(rulesFile, renderRules({ release: JOB, namespace: NAMESPACE, set: [`monitoring.prometheusRule.slo.periodInterval=${PERIOD_INTERVAL}s`] }));
 
     receiver = await startOtlpReceiver();
     service = await startService({
@@ -147,19 +149,17 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   ])('every dashboard query is valid and returns data (variables: %s)', async (_set, variables) => {
     const values = variables();
     const empty: string[] = [];
-    for (const { panel, target, expr } of targets) {
+    for (const { panel, expr } of targets) {
       const promql = interpolate(expr, values, '1m');
       // No variable left ($1 is label_replace's own reference).
       expect(promql, panel.title).not.toMatch(/\$(?!\d)/);
       const result = await prom().query(promql);
-      expect(result.status, `${panel.title} ${target.refId}: ${promql}: ${result.error ?? ''}`).toBe('success');
-      if (result.data.result.length === 0) empty.push(`${panel.title} ${target.refId}`);
+      expect(result.status, `${panel.title}: ${promql}: ${result.error ?? ''}`).toBe('success');
+      if (result.data.result.length === 0) empty.push(`${panel.title}: ${expr}`);
     }
     // Only the kube-state-metrics queries (container requests, limits and restarts) and the alerts
     // table (nothing is pending on a healthy service) have nothing here.
-    const allowed = targets
-      .filter(({ expr }) => expr.includes('kube_') || expr.startsWith('ALERTS'))
-      .map(({ panel, target }) => `${panel.title} ${target.refId}`);
+    const allowed = targets.filter(({ expr }) => expr.includes('kube_') || expr.startsWith('ALERTS')).map(({ panel, expr }) => `${panel.title}: ${expr}`);
     expect(empty.sort()).toEqual(allowed.sort());
     expect(allowed.length).toBeLessThanOrEqual(5);
   });
@@ -224,8 +224,12 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   });
 
   it('loads every rule, evaluates it without error, and nothing is pending or firing on the healthy service', async () => {
-    const rules = await prom().api<{ groups: Array<{ name: string; file: string; rules: RuleState[] }> }>('/api/v1/rules');
+    const rules = await prom().api<{ groups: Array<{ name: string; file: string; interval: number; rules: RuleState[] }> }>('/api/v1/rules');
     const loaded = rules.data.groups.flatMap((group) => group.rules);
+    // Every group at the global evaluation interval (1 s), the error budget's at its own.
+    expect(rules.data.groups.filter((group) => group.interval !== 1).map((group) => [group.name, group.interval])).toEqual([
+      ['product-service.slo-period', PERIOD_INTERVAL],
+    ]);
     const expected = parseRules(readFileSync(rulesFile, 'utf8')).groups.flatMap((g) => g.rules.map((rule) => rule.alert ?? rule.record));
     expect(loaded.map((rule) => rule.name).sort()).toEqual(expected.sort());
     for (const rule of loaded) {

@@ -1,13 +1,9 @@
 // A real Prometheus for the deploy tests (installed by scripts/ci/install-prometheus.sh), started on a
 // free loopback port with the configuration a test writes, and the parts of its HTTP API the tests read.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { expect, vi } from 'vitest';
 import { stringify } from 'yaml';
-import { freePort } from '../support/service-process';
-import { PROMETHEUS_INSTALL, requireTool, run } from './tools';
+import { PROMETHEUS_INSTALL, requireTool, run, startDaemon } from './tools';
 
 interface PromResponse<T> {
   status: 'success' | 'error';
@@ -46,7 +42,7 @@ export interface Prometheus {
   stop(): Promise<void>;
 }
 
-/** Scrapes and evaluations run every second unless `config` says otherwise; resolves once Prometheus answers queries. */
+/** Scrapes and evaluations run every second unless `config` says otherwise; resolves once Prometheus is ready (/-/ready). */
 export async function startPrometheus(dir: string, config: Record<string, unknown>, flags: string[] = []): Promise<Prometheus> {
   const prometheusBin = requireTool('prometheus', PROMETHEUS_INSTALL);
   const promtool = requireTool('promtool', PROMETHEUS_INSTALL);
@@ -55,20 +51,14 @@ export async function startPrometheus(dir: string, config: Record<string, unknow
   const check = run(promtool, ['check', 'config', configFile]);
   if (check.status !== 0) throw new Error(`promtool check config: ${check.stdout}${check.stderr}`);
 
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
   const logFile = join(dir, 'prometheus.log');
-  const log = createWriteStream(logFile);
-  // The copy of Prometheus' log is for failure messages only: a full disk must not fail the test run.
-  log.on('error', () => undefined);
-  const child: ChildProcess = spawn(
+  const daemon = await startDaemon(
     prometheusBin,
-    [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn', ...flags],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    (address) => [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=${address}`, '--log.level=warn', ...flags],
+    '/-/ready',
+    logFile,
   );
-  child.stdout?.pipe(log);
-  child.stderr?.pipe(log);
-  const readLog = (): string => readFileSync(logFile, 'utf8');
+  const url = `http://${daemon.address}`;
 
   async function api<T>(path: string, params: Record<string, string> = {}): Promise<PromResponse<T>> {
     const response = await fetch(`${url}${path}?${new URLSearchParams(params).toString()}`);
@@ -79,20 +69,8 @@ export async function startPrometheus(dir: string, config: Record<string, unknow
     api,
     query: (expr) => api('/api/v1/query', { query: expr }),
     alerts: async () => (await api<{ alerts: ActiveAlert[] }>('/api/v1/alerts')).data.alerts,
-    log: readLog,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        await once(child, 'exit');
-      }
-    },
+    log: () => readFileSync(logFile, 'utf8'),
+    stop: () => daemon.stop(),
   };
-  await vi.waitFor(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`prometheus exited: ${readLog()}`);
-      expect((await prometheus.query('vector(1)')).status).toBe('success');
-    },
-    { ...PROMETHEUS_WAIT, message: 'timed out waiting for Prometheus to answer' },
-  );
   return prometheus;
 }

@@ -113,6 +113,7 @@ describe('alert and recording rules rendered from the chart', () => {
     expect(defaults.groups.map((group) => group.name)).toEqual([
       'product-service.availability',
       'product-service.slo',
+      'product-service.slo-period',
       'product-service.requests',
       'product-service.resources',
       'product-service.telemetry',
@@ -252,7 +253,17 @@ describe('alert and recording rules rendered from the chart', () => {
     for (const window of ['5m', '30m', '1h', '2h', '6h', '1d', '3d']) {
       expect(records.filter((rule) => rule.record === `job_namespace:product_service_slo_errors:ratio_rate${window}`)).toHaveLength(1);
     }
-    expect(records.map((rule) => rule.record)).toContain('job_namespace:product_service_slo_error_budget_remaining:ratio');
+    // The one rule over the SLO period, in a group evaluated every 2m30s (Pyrra's), not at every evaluation.
+    expect(defaults.groups.filter((group) => group.interval !== undefined)).toEqual([
+      {
+        name: 'product-service.slo-period',
+        interval: '2m30s',
+        rules: [expect.objectContaining({ record: 'job_namespace:product_service_slo_error_budget_remaining:ratio' })],
+      },
+    ]);
+    expect(rules.filter((rule) => rule.expr.includes('[30d]')).map((rule) => rule.record)).toEqual([
+      'job_namespace:product_service_slo_error_budget_remaining:ratio',
+    ]);
     for (const rule of rules) {
       for (const [, selector = '', range = ''] of rule.expr.matchAll(/([a-zA-Z_:][\w:]*)\{[^{}]*\}\[(\d+[a-z]+)\]/g)) {
         if (/[dwy]$/.test(range)) expect(selector, `${rule.alert ?? rule.record} reads a raw series over ${range}`).toMatch(/^job_namespace:/);

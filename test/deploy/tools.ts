@@ -1,8 +1,11 @@
-import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { expect, vi } from 'vitest';
 import { parse } from 'yaml';
 import { ROOT } from '../support/paths';
+import { freePort } from '../support/service-process';
 
 /** The compose stack's rule file, rendered from the chart (scripts/render-rules.mjs), and the values it is rendered with. */
 export const DEPLOY_RULES = join(ROOT, 'deploy', 'prometheus', 'rules', 'product-service.yaml');
@@ -51,6 +54,43 @@ export function requireTool(name: string, install: string): string {
 
 export const PROMETHEUS_INSTALL = 'sh scripts/ci/install-prometheus.sh (as root)';
 
+export interface Daemon {
+  /** host:port on loopback. */
+  readonly address: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `bin` with the arguments `args` makes of a free loopback address, and resolves once
+ * `readyPath` there answers 200; fails if the daemon exits first, showing `log` (its output) when given.
+ */
+export async function startDaemon(bin: string, args: (address: string) => string[], readyPath: string, log?: string): Promise<Daemon> {
+  const address = `127.0.0.1:${await freePort()}`;
+  const child = spawn(bin, args(address), { stdio: ['ignore', log === undefined ? 'ignore' : 'pipe', log === undefined ? 'ignore' : 'pipe'] });
+  if (log !== undefined) {
+    const file = createWriteStream(log);
+    // The copy of the daemon's output is for failure messages only: a full disk must not fail the test run.
+    file.on('error', () => undefined);
+    child.stdout?.pipe(file);
+    child.stderr?.pipe(file);
+  }
+  await vi.waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`${bin} exited with ${child.exitCode}${log === undefined ? '' : `: ${readFileSync(log, 'utf8')}`}`);
+      expect((await fetch(`http://${address}${readyPath}`)).status).toBe(200);
+    },
+    { timeout: 20_000, interval: 200 },
+  );
+  return {
+    address,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}
+
 /** Runs a command to completion; the output is returned so that a failing assertion shows it. */
 export function run(
   command: string,
@@ -73,7 +113,6 @@ interface DatasourceRef {
   uid?: string;
 }
 export interface Target {
-  refId: string;
   datasource?: DatasourceRef;
   expr?: string;
   query?: string;
@@ -81,7 +120,7 @@ export interface Target {
   format?: string;
 }
 export interface Panel {
-  id: number;
+  id?: number;
   type: string;
   title: string;
   datasource?: DatasourceRef;

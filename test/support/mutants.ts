@@ -10,7 +10,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, beforeEach } from 'vitest';
+import { afterEach, beforeAll, beforeEach } from 'vitest';
 
 type Hits = Record<string, number>;
 interface Namespace {
@@ -27,9 +27,22 @@ let testId: string | undefined;
 let spawned = 0;
 
 if (stryker !== undefined) {
+  // What a file's beforeAll hooks reach (a service built once for its suites) Stryker counts as
+  // reached by no test: a static mutant, ignored. It is reached by each test of the file that uses
+  // that service, so each test is given it; the mutant is then run with those tests, the service
+  // built anew with it on. (This module is a setup file of the mutation run: its beforeAll runs
+  // before the file's own.)
+  let beforeFile: Hits = {};
+  beforeAll(() => {
+    beforeFile = { ...stryker.mutantCoverage?.static };
+  });
   // Stryker's setup file sets the id in its own beforeEach, which runs before this one.
   beforeEach(() => {
     testId = stryker.currentTestId;
+    const coverage = stryker.mutantCoverage;
+    if (coverage === undefined || testId === undefined) return;
+    const hits = (coverage.perTest[testId] ??= {});
+    for (const [id, count] of Object.entries(coverage.static)) if (count > (beforeFile[id] ?? 0)) hits[id] = (hits[id] ?? 0) + count - (beforeFile[id] ?? 0);
   });
   afterEach(async () => {
     for (const [child, file] of children) await reportCoverage(child, file);
