@@ -7,7 +7,6 @@ import {
   cpuMicros,
   cpuPressureUs,
   cpuSplit,
-  max,
   openLoad,
   rssMb,
   scrapeSdkCounters,
@@ -113,29 +112,6 @@ export function measureRate(name, config, rate, opts) {
       loadLateP99Ms: r.late_ms.p99,
       pressurePct: (pressureUs / windowUs) * 100,
       sdk: config.scrapeSdk ? await scrapeSdkCounters(server.metricsPort) : undefined,
-    };
-  });
-}
-
-/** The "no growth" goal. */
-export function soak(name, config, seconds, connections) {
-  return withServer(name, config, async (server) => {
-    const t0 = performance.now();
-    const timeline = [];
-    const timer = setInterval(() => timeline.push({ s: Math.round((performance.now() - t0) / 1000), rssMb: rssMb(server.pid) }), 5000);
-    const cpuBefore = cpuMicros(server.pid);
-    const load = await closedLoad(server.port, seconds, connections).finally(() => clearInterval(timer));
-    const cpuAfter = cpuMicros(server.pid);
-    const at = (s) => timeline.reduce((best, p) => (Math.abs(p.s - s) < Math.abs(best.s - s) ? p : best), timeline[0])?.rssMb;
-    return {
-      config: name,
-      seconds,
-      rps: load.rps,
-      errors: load.errors,
-      cpuUsPerRequest: (cpuAfter - cpuBefore) / load.requests,
-      rssAt60sMb: at(60),
-      rssAtEndMb: timeline.at(-1)?.rssMb,
-      rssPeakMb: max(timeline.map((p) => p.rssMb)),
     };
   });
 }

@@ -1,5 +1,5 @@
 // The Markdown of a result: the tables bench/results/latest.md holds and docs/performance.md
-// shows. Rendered from the result JSON alone, so `run.mjs --render` can write them again.
+// shows, rendered from the result JSON alone.
 import { AGAINST, max, median, min } from './lib.mjs';
 import { MAX_LATE_MS, MAX_WAIT_PCT, rateSummary } from './summary.mjs';
 
@@ -121,12 +121,6 @@ function startupTable({ meta, startups }) {
   return lines;
 }
 
-function soakTable({ soak }) {
-  const lines = header(['soak', 'seconds', 'req/s', 'CPU µs/request', 'RSS at 60 s MB', 'RSS at end MB', 'RSS peak MB']);
-  for (const s of soak) lines.push(row([s.config, s.seconds, f(s.rps, 0), f(s.cpuUsPerRequest), f(s.rssAt60sMb, 0), f(s.rssAtEndMb, 0), f(s.rssPeakMb, 0)]));
-  return lines;
-}
-
 function goalTable({ goals }) {
   const lines = header(['goal', 'limit', 'measured', 'met']);
   for (const g of goals) {
@@ -137,7 +131,7 @@ function goalTable({ goals }) {
 }
 
 export function markdown(result) {
-  const { meta, summary, rate, soak, startups } = result;
+  const { meta, summary, rate, startups } = result;
   const m = meta.machine;
   const o = meta.options;
   const sections = [
@@ -149,7 +143,6 @@ export function markdown(result) {
   if (meta.configs.some((name) => summary[name]?.rounds > 0)) sections.push(closedTable(result));
   if (rate.length) sections.push(rateTable(result));
   if (startups.length) sections.push(startupTable(result));
-  if (soak.length) sections.push(soakTable(result));
   sections.push(goalTable(result));
   return sections.map((lines) => lines.join('\n')).join('\n\n') + '\n';
 }

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { measureClosed, measureRate, soak, startupOnly } from './measure.mjs';
+import { measureClosed, measureRate, startupOnly } from './measure.mjs';
 import {
   AGAINST,
   LOAD_CORE,
@@ -32,15 +32,11 @@ const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string' },
     duration: { type: 'string' }, // seconds of measured load per configuration and round
-    warmup: { type: 'string' }, // seconds of load before the measured window (JIT, pools)
-    connections: { type: 'string' },
     configs: { type: 'string' },
     'rate-mode': { type: 'boolean' },
     rate: { type: 'string' }, // fixed rates, comma-separated: req/s, or `half` (of each configuration's closed-loop max)
     'rate-rounds': { type: 'string' }, // rounds of the fixed-rate phase (default: --rounds)
-    soak: { type: 'string' }, // seconds of sustained load of service-full for the RSS growth check
     startup: { type: 'string' }, // extra start-up-only samples per configuration
-    render: { type: 'string' }, // re-write the Markdown (and docs/performance.md) from an existing result JSON
     against: { type: 'string' }, // another build (dist/ + package.json) to run beside this one
     'against-env': { type: 'string' }, // variables for the @against configurations only, e.g. the old defaults
     'against-args': { type: 'string' }, // Node flags for the @against configurations instead of the image's (`''`: none)
@@ -69,9 +65,9 @@ const configs = (args.configs ?? 'plain-http,service-off,service-full,straightfo
 const opts = {
   rounds: Number(args.rounds ?? (smoke ? 1 : 5)),
   duration: Number(args.duration ?? (smoke ? 1 : 10)),
-  warmup: Number(args.warmup ?? (smoke ? 0.5 : 3)),
+  warmup: smoke ? 0.5 : 3, // seconds of load before the measured window (JIT, pools)
   idle: smoke ? 0.2 : 1,
-  connections: Number(args.connections ?? 50),
+  connections: 50,
   rateMode: Boolean(args['rate-mode'] || smoke),
   // Absolute rates, so that every configuration (plain node:http the floor) is measured at the
   // same load; 1,000 req/s is about half a core of the traced service; `half` is each one's own half.
@@ -80,7 +76,6 @@ const opts = {
   // A traced process's first seconds have one-time stalls (lazy compilation, the first exports)
   // that would otherwise set a short window's p99.
   rateWarmup: smoke ? 0 : 10,
-  soak: args.soak ? Number(args.soak) : 0,
   startup: Number(args.startup ?? 0),
   againstEnv: envPairs(args['against-env']),
   againstArgs: args['against-args']?.split(' ').filter(Boolean),
@@ -155,33 +150,21 @@ async function measureAll(all, sink) {
     );
   }
 
-  const soaks = await interleaved(
-    opts.soak > 0 ? 1 : 0,
-    ['service-full'],
-    (name) => `${name} soak`,
-    (name) => soak(name, all[name], opts.soak, opts.connections),
-    (s, what) => {
-      console.error(`soak  ${s.config} ${s.seconds} s: RSS ${f(s.rssAt60sMb, 0)} MB at 60 s, ${f(s.rssAtEndMb, 0)} MB at end`);
-      if (s.errors > 0) note(`${what}: ${s.errors} failed requests`);
-      exitedCleanly(s, what);
-    },
-  );
-  return { summary, samples, rate, soak: soaks, startups };
+  return { summary, samples, rate, startups };
 }
 
-function publish(result, file, write) {
-  result.goals = goals(result.summary, result.rate, result.soak, result.startups);
+function publish(result, file) {
+  result.goals = goals(result.summary, result.rate, result.startups);
   const md = markdown(result);
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  if (write) fs.writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+  fs.writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
   fs.writeFileSync(path.join(path.dirname(file), 'latest.md'), md);
   if (file === path.join(RESULTS, 'latest.json')) writeBlock(path.join(ROOT, 'docs', 'performance.md'), 'bench:latest', md);
   console.log(md);
-  console.error(`wrote ${path.relative(ROOT, path.dirname(file))}/${write ? 'latest.json and ' : ''}latest.md`);
+  console.error(`wrote ${path.relative(ROOT, path.dirname(file))}/latest.json and latest.md`);
 }
 
 async function main() {
-  if (args.render) return publish(JSON.parse(fs.readFileSync(path.resolve(args.render), 'utf8')), path.resolve(args.render), false);
   const started = new Date();
   pinToLoadCore();
   // Copies of the builds, so that a rebuild during the run cannot mix two.
@@ -219,7 +202,7 @@ async function main() {
       ...measured,
       problems,
     };
-    publish(result, path.join(opts.out, 'latest.json'), true);
+    publish(result, path.join(opts.out, 'latest.json'));
   } finally {
     sink.stop();
   }

@@ -191,11 +191,10 @@ require('node:diagnostics_channel').subscribe('net.client.socket', ({ socket }) 
   return { env: { NODE_OPTIONS: `--require ${preload}` }, connections: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : []) };
 }
 
-describe.each<{ protocol: string; env: Record<string, string>; contentType: string }>([
-  { protocol: 'http/protobuf (the default)', env: {}, contentType: 'application/x-protobuf' },
-  { protocol: 'http/json', env: { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, contentType: 'application/json' },
-])('OTLP export over $protocol', ({ env, contentType }) => {
-  const shared = sharedExportingService(env);
+// Over the default protocol (http/protobuf); test/container/image.test.ts sends each OTLP protocol from the image.
+describe('OTLP export', () => {
+  const contentType = 'application/x-protobuf';
+  const shared = sharedExportingService();
 
   it(`exports exactly one span per POST /product: SERVER, scope ${HTTP_SCOPE}, named "POST /product", child of the incoming traceparent, with the HTTP server attributes and product.id; sent as ${contentType}`, async () => {
     const { svc, collector } = shared;

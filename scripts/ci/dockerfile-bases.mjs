@@ -8,7 +8,6 @@
 //                                                      builds where nothing can be pulled)
 //   node scripts/ci/dockerfile-bases.mjs --build-args  ARG=<tag> per line: the build arguments that
 //                                                      make the Dockerfile use those stand-ins
-//   --dockerfile PATH                                  another Dockerfile (default: the repository's)
 //
 // Fails, naming the line, when a FROM names an image not pinned by tag and digest, or a build
 // argument stands for two different tags: a base image cannot slip in unpinned.
@@ -19,12 +18,10 @@ import { fileURLToPath } from 'node:url';
 const PINNED = /^([^\s@:]+(?::\d+)?(?:\/[^\s@:]+)*):([\w][\w.-]*)@sha256:[0-9a-f]{64}$/;
 const OVERRIDABLE = /^\$\{(\w+):-([\w.-]+)\}$/;
 
-const args = process.argv.slice(2);
-const mode = args.find((arg) => ['--pinned', '--stand-ins', '--build-args'].includes(arg));
-const fileFlag = args.indexOf('--dockerfile');
-const dockerfile = fileFlag === -1 ? join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'Dockerfile') : args[fileFlag + 1];
-if (mode === undefined || dockerfile === undefined) {
-  console.error('usage: dockerfile-bases.mjs --pinned | --stand-ins | --build-args [--dockerfile PATH]');
+const mode = process.argv.slice(2).find((arg) => ['--pinned', '--stand-ins', '--build-args'].includes(arg));
+const dockerfile = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'Dockerfile');
+if (mode === undefined) {
+  console.error('usage: dockerfile-bases.mjs --pinned | --stand-ins | --build-args');
   process.exit(2);
 }
 

@@ -121,19 +121,3 @@ describe.each(DOCS)('the commands of %s', (file) => {
     }
   });
 });
-
-describe('the check itself', () => {
-  it('reports a wrong Service, port, selector, container and release', () => {
-    expect(problems('kubectl --namespace shop port-forward svc/products 8080:80', new Set())).toEqual([
-      'svc/products: no Service of that name',
-      'port-forward to port 8080:80, not a port of that Service',
-    ]);
-    expect(problems('kubectl --namespace shop port-forward svc/products-product-service 9464:9464', new Set())).toEqual([
-      'port-forward to port 9464:9464, not a port of that Service',
-    ]);
-    expect(problems('kubectl --namespace shop port-forward svc/products-product-service-metrics 9464:9464', new Set())).toEqual([]);
-    expect(problems('kubectl --namespace shop logs -l app.kubernetes.io/name=products -c app', new Set())).toHaveLength(2);
-    expect(problems('helm test product-service --namespace shop', new Set())).toEqual(['helm test of release product-service']);
-    expect(problems('kubectl --namespace shop get deployment products-product-service', new Set())).toEqual([]);
-  });
-});

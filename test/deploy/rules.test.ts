@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { codeBlocks, section } from '../chart/docs';
 import { ROOT } from '../support/paths';
-import { ALPHANUMS, decodePodTemplateHash, podName } from './kube-names';
 import {
   DEPLOY_RULE_VALUES,
   DEPLOY_RULES,
@@ -158,44 +157,6 @@ describe('alert and recording rules rendered from the chart', () => {
     expect(alertsOf(rules).map((rule) => rule.expr)).toContainEqual(expect.stringContaining('kube_pod_owner{'));
   });
 
-  // The pod-level cases are only as good as their pod names: each must be the one Kubernetes
-  // generates for a pod of its ReplicaSet, and each ReplicaSet `<deployment>-<pod-template-hash>`.
-  it.each(unitTests.filter((test) => test.name.startsWith('pods')).map((test) => [test.name, test] as const))(
-    '%s names its pods and ReplicaSets the way Kubernetes does',
-    (_name, test) => {
-      const job = alertsOf(parseRules(renderRules(test.release)))[0]?.labels?.job ?? '';
-      const series = (parse(readFileSync(test.path, 'utf8')) as RuleTestFile).tests.flatMap((c) => (c.input_series ?? []).map((s) => s.series));
-      const labelsOf = (metric: string): Array<Record<string, string | undefined>> =>
-        series
-          .filter((s) => s.startsWith(`${metric}{`))
-          .map((s) => Object.fromEntries([...s.matchAll(/(\w+)="([^"]*)"/g)].map((m): [string, string | undefined] => [m[1] ?? '', m[2]])));
-      const deploymentOf = new Map(labelsOf('kube_replicaset_owner').map((owner) => [owner.replicaset, owner.owner_name]));
-      const releasePods = new Set<string>();
-      for (const owner of labelsOf('kube_pod_owner').filter((owner) => owner.owner_kind === 'ReplicaSet')) {
-        const replicaSet = owner.owner_name ?? '';
-        const deployment = deploymentOf.get(replicaSet) ?? '';
-        expect(replicaSet.startsWith(`${deployment}-`), replicaSet).toBe(true);
-        expect(decodePodTemplateHash(replicaSet.slice(deployment.length + 1)), replicaSet).toBeDefined();
-        const pod = owner.pod ?? '';
-        expect(new RegExp(`^[${ALPHANUMS}]{5}$`).test(pod.slice(-5)), pod).toBe(true);
-        expect(pod).toBe(podName(replicaSet, pod.slice(-5)));
-        if (deployment === job) releasePods.add(pod);
-      }
-      expect(releasePods.size, `no pod of Deployment ${job}`).toBeGreaterThan(0);
-      const replicaSets = [...deploymentOf].filter(([, deployment]) => deployment === job).map(([replicaSet]) => replicaSet ?? '');
-      for (const own of series.filter((s) => s.includes(`job="${job}"`))) {
-        const pod = /pod="([^"]*)"/.exec(own)?.[1] ?? '';
-        expect(
-          replicaSets.map((replicaSet) => podName(replicaSet, pod.slice(-5))),
-          own,
-        ).toContain(pod);
-      }
-      // A `<job>-<hash>-<suffix>` pattern misses the long release's pods.
-      const pattern = new RegExp(`^${job}-[a-z0-9]+-[a-z0-9]+$`);
-      expect([...releasePods].some((pod) => pattern.test(pod))).toBe(test.release === RELEASE);
-    },
-  );
-
   it('every alert is shown firing and shown silent by the unit tests', () => {
     const cases = unitTests.flatMap((test) => (parse(readFileSync(test.path, 'utf8')) as RuleTestFile).tests);
     const alertTests = cases.flatMap((c) => c.alert_rule_test ?? []);
@@ -295,14 +256,6 @@ describe('alert and recording rules rendered from the chart', () => {
     const rules = renderRules({ ...RELEASE, values: values(2.5) });
     expect(rules).toContain('le=~"2500(\\\\.0)?"');
     expect(rules).not.toContain('http_server_request_duration_seconds_bucket');
-  });
-
-  // The unit tests can fail: with ProductServiceDown's `for` at 10 minutes, the alerts test's
-  // outage cases (paged at 8 minutes) fail, and promtool says which.
-  it('a value that changes an alert makes the unit tests fail', () => {
-    const result = promtoolTest(join(TESTS_DIR, 'alerts.test.yaml'), [], ['monitoring.prometheusRule.alerts.ProductServiceDown.for=10m']);
-    expect(result.status).not.toBe(0);
-    expect(result.stdout + result.stderr).toMatch(/FAILED[\s\S]*ProductServiceDown/);
   });
 
   describe("the compose stack's rule file", () => {
