@@ -7,7 +7,7 @@ import { warnOfFaults } from './http/faults';
 import { createMetricsServer } from './http/metrics-server';
 import { createProbeServer } from './http/probe-server';
 import { failureOf } from './http/middleware';
-import { createRouter, isProbeRequest, isRoutedRequest, type RouteDependencies } from './http/routes';
+import { createRouter, PROBE_ROUTES, routeOfRequest, type RouteDependencies } from './http/routes';
 import { createHttpServer, type ServerOptions } from './http/server';
 import { createLogger, exitAfterFlush, type Logger } from './observability/logger';
 import { createMetrics, type Metrics } from './observability/metrics';
@@ -48,9 +48,9 @@ export function createService(deps: ServiceDependencies) {
       if (probeServer !== undefined) await listen(probeServer, config.probePort ?? 0, config.host);
     },
     incomingRequests: {
-      untraced: (request) => sideConnections.has(request.socket) || isProbeRequest(router, request),
+      untraced: (request) => sideConnections.has(request.socket) || PROBE_ROUTES.has(routeOfRequest(router, request) ?? ''),
       spanAttributes: createSpanAttributes({
-        routed: (request) => isRoutedRequest(router, request),
+        routed: (request) => routeOfRequest(router, request) !== undefined,
         queryParams: config.traceQueryParams,
         trustedProxies: config.trustedProxies,
       }),

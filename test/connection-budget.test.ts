@@ -7,9 +7,10 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { REFUSAL_LOG_LIMIT, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
 import { MAX_HEADER_SIZE, METRICS_MAX_CONNECTIONS } from '../src/http/server';
 import { sampleValue, scrape } from './support/exposition';
-import { inProcessForTest } from './support/in-process';
+import { inProcessForTest, SHORT_TIMEOUTS } from './support/in-process';
 import { openRaw, parseResponse, rawExchange } from './support/raw-http';
 import { freePort, rssMiB, serviceForTest } from './support/service-process';
 
@@ -75,10 +76,54 @@ describe('connections past the cap', () => {
     await sleep(200);
     const exposition = await scrape(svc.metricsUrl);
     expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'connection_limit' })).toBe(refused);
-    // One line, however many were refused: a flood of refusals cannot flood the log.
-    const lines = svc.logLines().filter((line) => line.msg === 'connection limit reached: closing new connections at once');
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 'warn', max_connections: 50, refused: 1 });
+    // As every refusal, at most so many lines however many were refused: a flood of refusals cannot flood the log.
+    const lines = svc.logLines().filter((line) => line.msg === REFUSAL_LOG_MESSAGE);
+    expect(lines).toHaveLength(REFUSAL_LOG_LIMIT.lines);
+    expect(lines[0]).toMatchObject({ level: 'warn', max_connections: 50, peer: '127.0.0.1' });
+  });
+
+  it('MAX_CONNECTIONS=50 holds past headersTimeout: 60 idle clients that reconnect once closed are cut with 408 at each timeout and take the places back, never more than 50 open at once; those past the cap are still closed at once after each cut', async () => {
+    const svc = await inProcessForTest({ env: { MAX_CONNECTIONS: '50' } }, SHORT_TIMEOUTS);
+    const refused = async (reason: string): Promise<number> =>
+      sampleValue(await svc.exposition(), 'product_service_http_requests_refused_total', { reason }) ?? 0;
+    const openOnServer = (): Promise<number> =>
+      new Promise((resolve, reject) => svc.apiServer.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+    // The game day's attacker (test/deploy/live-alerts.test.ts) at these timeouts' pace; it reads, so it sees the 408 and the close.
+    const sockets = new Set<Socket>();
+    let stopped = false;
+    let cut = 0;
+    const open = (): void => {
+      const socket = connect(svc.port, '127.0.0.1');
+      sockets.add(socket);
+      socket.on('data', (chunk: Buffer) => {
+        if (chunk.toString('latin1').startsWith('HTTP/1.1 408')) cut += 1;
+      });
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        sockets.delete(socket);
+        if (!stopped) setTimeout(open, 50);
+      });
+    };
+    onTestFinished(() => {
+      stopped = true;
+      for (const socket of sockets) socket.destroy();
+    });
+    for (let i = 0; i < 60; i += 1) open();
+
+    const afterFirstCut: number[] = [];
+    let before = 0;
+    let droppedAtFirstCut: number | undefined;
+    for (const end = performance.now() + 2500; performance.now() < end; await sleep(20)) {
+      const count = await openOnServer();
+      if (cut === 0) before = Math.max(before, count);
+      else afterFirstCut.push(count);
+      droppedAtFirstCut ??= cut > 0 ? await refused('connection_limit') : undefined;
+    }
+    // Several rounds of 50 cut, each followed by the cap full again and refusing the other 10.
+    expect(before).toBe(50);
+    expect(cut).toBeGreaterThanOrEqual(150);
+    expect(Math.max(...afterFirstCut)).toBe(50);
+    expect(await refused('connection_limit')).toBeGreaterThan((droppedAtFirstCut ?? Infinity) + 50);
   });
 
   it(`the metrics port holds ${METRICS_MAX_CONNECTIONS} connections at most, and a scrape answers once they close`, async () => {
@@ -93,11 +138,7 @@ describe('connections past the cap', () => {
     // The metrics port's refusals are logged, not counted in the API's refusal counter.
     const exposition = await scrape(svc.metricsUrl);
     expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'connection_limit' })).toBe(0);
-    expect(
-      svc
-        .logLines()
-        .some((line) => line.msg === 'connection limit reached: closing new connections at once' && line.max_connections === METRICS_MAX_CONNECTIONS),
-    ).toBe(true);
+    expect(svc.logLines().some((line) => line.msg === REFUSAL_LOG_MESSAGE && line.max_connections === METRICS_MAX_CONNECTIONS)).toBe(true);
   });
 });
 

@@ -8,7 +8,7 @@ import { answerProblems, recordRequests, routeOnServerSpan } from './middleware'
 export function createApp(deps: { router: Router; logger: Logger; metrics: Metrics }): Koa {
   const app = new Koa();
   app.use(recordRequests(deps.logger, deps.metrics));
-  app.use(routeOnServerSpan());
+  app.use(routeOnServerSpan(deps.router));
   app.use(answerProblems(deps.logger));
   app.use(deps.router.routes());
   app.use(deps.router.allowedMethods());

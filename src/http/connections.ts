@@ -1,6 +1,6 @@
 /**
- * Per connection of a node:http server: the pipelining bound, the status the server closed it
- * with, lingering close, and refusals (the one way a request is turned away before the application).
+ * Per connection of a node:http server, through its public events: the refusals (the one way a
+ * request is turned away before the application) and the status of a request whose client left.
  */
 import { ServerResponse, STATUS_CODES, type Server } from 'node:http';
 import type { Socket } from 'node:net';
@@ -10,20 +10,6 @@ import type { Metrics, RefusalReason } from '../observability/metrics';
 import { problemAnswer, sendProblem } from './problem';
 import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 
-/**
- * As nginx's lingering_close: closing a socket with unread bytes sends a reset, which discards the
- * answer the client has not read yet (a 413 it would never see). nginx's timeout; bytes enough for
- * a client that writes its whole body before reading.
- */
-const LINGERING_CLOSE = { maxMs: 5_000, maxBytes: 32 * 1024 * 1024 } as const;
-
-/**
- * Requests one connection may pipeline within one turn of the event loop before it is closed:
- * Node hands over every request of a read at once, so one pipelining client would otherwise be
- * served while every other waits, and hold its unread answers in memory.
- */
-export const MAX_REQUESTS_PER_CONNECTION_PER_TURN = 64;
-
 /** The request's connection closed (the client left, or the server answered 408) before its answer: nothing is answered. */
 export class ConnectionClosed extends Error {
   constructor() {
@@ -31,6 +17,9 @@ export class ConnectionClosed extends Error {
     this.name = 'ConnectionClosed';
   }
 }
+
+/** nginx's status for a request whose client left before its answer. */
+export const CLIENT_LEFT = 499;
 
 const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
   400: 'bad_request',
@@ -41,64 +30,29 @@ const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
   505: 'http_version_not_supported',
 };
 
-export type LingeringLimits = { [K in keyof typeof LINGERING_CLOSE]: number };
-
 export interface Refusal {
-  /** Undefined closes the connection without an answer. */
-  readonly status: number | undefined;
+  readonly status: number;
   readonly detail: string;
   readonly headers?: Readonly<Record<string, string>>;
   readonly code?: string;
-  /** The application has the request (a 408 mid-body) and records it itself. */
-  readonly inApplication?: boolean;
 }
 
 export const REFUSAL_LOG_MESSAGE = 'refused a request before the application';
 
-/** Lines of refusals per window at most (info, with the peer's address): enough to see an attack, too few to fill a disk. */
+/** Lines of refusals per window at most (with the peer's address): enough to see an attack, too few to fill a disk. */
 export const REFUSAL_LOG_LIMIT = { lines: 100, windowMs: 10_000 } as const;
 
 export interface ConnectionGuardOptions {
   logger: Logger;
   /** The API port's only: the refusal counter is read as API traffic. */
   metrics?: Metrics;
-  lingeringClose?: LingeringLimits;
-}
-
-interface ConnectionState {
-  /** The latest request's response: once it has finished, a parser error in that request's body gets no second answer. */
-  latest: ServerResponse | undefined;
-  turn: number;
-  requestsInTurn: number;
-  /** Answered outside any request's answer (408, 400, 431). */
-  closedWith: number | undefined;
-  awaitingContinue: ServerResponse | undefined;
-}
-
-const STATE = Symbol('product-service connection state');
-type GuardedSocket = Duplex & { [STATE]?: ConnectionState };
-
-function stateOf(socket: Duplex): ConnectionState | undefined {
-  return (socket as GuardedSocket)[STATE];
 }
 
 export function guardConnections(server: Server, options: ConnectionGuardOptions) {
   const { logger } = options;
-  const lingering = options.lingeringClose ?? LINGERING_CLOSE;
-
-  // Moves on in the check phase after a turn's I/O: requests sharing a turn came in the same reads.
-  let turn = 0;
-  let turnEnding = false;
-  const currentTurn = (): number => {
-    if (!turnEnding) {
-      turnEnding = true;
-      setImmediate(() => {
-        turn += 1;
-        turnEnding = false;
-      });
-    }
-    return turn;
-  };
+  // The latest request's response on each connection: Node keeps the one it writes only in an internal property.
+  const latest = new WeakMap<Duplex, ServerResponse>();
+  const dropped = new WeakSet<Duplex>();
 
   // pino has no rate limit of its own: a flood of refusals is logged up to a bound per window, then counted on the next line.
   let window = { startedAt: -Infinity, lines: 0, suppressed: 0 };
@@ -113,116 +67,100 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     logger[level]({ ...fields, ...(window.suppressed > 0 ? { not_logged_before: window.suppressed } : {}) }, REFUSAL_LOG_MESSAGE);
     window.suppressed = 0;
   };
+  const closedUnanswered = (reason: RefusalReason, detail: string, peer: string | undefined, fields: Record<string, unknown> = {}): void => {
+    options.metrics?.countRefusedRequest(reason);
+    logRefusal('warn', { detail, peer, ...fields });
+  };
 
-  // Through the response when there is one, so Node keeps it in order behind earlier pipelined answers.
-  const refuse = (target: ServerResponse | Duplex, refusal: Refusal): void => {
-    const { status, detail, code, inApplication } = refusal;
-    if (inApplication !== true) options.metrics?.countRefusedRequest(status === undefined ? 'pipelining_limit' : (REFUSAL_BY_STATUS[status] ?? 'bad_request'));
-    const peer = ((target instanceof ServerResponse ? target.req.socket : target) as Partial<Socket>).remoteAddress;
-    if (status === undefined) {
-      logRefusal('warn', { detail, code, peer });
-      (target instanceof ServerResponse ? target.req.socket : target).destroy();
-      return;
-    }
-    // The id the application already gave the request (a 408 mid-body), else a new one.
-    const given = target instanceof ServerResponse ? undefined : currentResponse(target)?.getHeader(TRACE_RESPONSE);
+  /**
+   * Through the response when there is one (Node writes it in order behind earlier pipelined
+   * answers, then closes), else on the socket. `inApplication`: the application has the request
+   * (a 408 mid-body) and records it itself.
+   */
+  const refuse = (target: ServerResponse | Duplex, refusal: Refusal, inApplication = false): void => {
+    const { status, detail, code } = refusal;
+    if (!inApplication) options.metrics?.countRefusedRequest(REFUSAL_BY_STATUS[status] ?? 'bad_request');
+    const res = target instanceof ServerResponse ? target : undefined;
+    const socket = res?.req.socket ?? (target as Duplex);
+    // The id the application already gave the request, else a new one.
+    const given = res?.getHeader(TRACE_RESPONSE);
     const answerId = typeof given === 'string' ? given : traceResponse();
-    logRefusal('info', { status, detail, code, in_application: inApplication, peer, trace_id: traceIdOf(answerId) });
+    const peer = (socket as Partial<Socket>).remoteAddress;
+    logRefusal('info', { status, detail, code, in_application: inApplication || undefined, peer, trace_id: traceIdOf(answerId) });
     const answer = problemAnswer(status, detail, { ...refusal.headers, Connection: 'close' }, answerId);
-    if (target instanceof ServerResponse) {
-      sendProblem(target, answer);
+    if (res !== undefined) {
+      latest.set(socket, res);
+      res.shouldKeepAlive = false;
+      sendProblem(res, answer);
       return;
     }
     let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n`;
     for (const [name, value] of Object.entries(answer.headers)) head += `${name}: ${value}\r\n`;
-    target.write(`${head}\r\n${answer.body}`);
-    closeLingering(target, lingering);
+    // What the client sent after it is not read: closing with it unread sends a reset, which may cost the client this answer.
+    socket.end(`${head}\r\n${answer.body}`, () => socket.destroy());
   };
 
-  // Past maxConnections: every drop is counted, but logged at most every 10 s so a flood cannot flood the log.
-  let dropped = 0;
-  let droppedLoggedAt = -Infinity;
-  server.on('drop', () => {
-    options.metrics?.countRefusedRequest('connection_limit');
-    dropped += 1;
-    if (performance.now() - droppedLoggedAt < 10_000) return;
-    logger.warn({ max_connections: server.maxConnections, refused: dropped }, 'connection limit reached: closing new connections at once');
-    droppedLoggedAt = performance.now();
-    dropped = 0;
+  // Past maxConnections Node closes each new connection at once.
+  server.on('drop', (data) =>
+    closedUnanswered('connection_limit', `MAX_CONNECTIONS (${server.maxConnections}) are open.`, data?.remoteAddress, {
+      max_connections: server.maxConnections,
+    }),
+  );
+  // Past maxRequestsPerSocket Node answers 503 to each request and reads on: the connection is closed once the last answer (and Node's first 503) is written.
+  server.on('dropRequest', (_req, socket: Duplex) => {
+    if (dropped.has(socket)) return;
+    dropped.add(socket);
+    closedUnanswered('pipelining_limit', `The connection sent more than ${server.maxRequestsPerSocket} requests.`, (socket as Partial<Socket>).remoteAddress);
+    const last = latest.get(socket);
+    if (last === undefined || last.writableFinished) socket.destroy();
+    else last.once('finish', () => socket.destroy());
   });
 
   server.on('connection', (socket: Socket) => {
-    const state: ConnectionState = { latest: undefined, turn: -1, requestsInTurn: 0, closedWith: undefined, awaitingContinue: undefined };
-    (socket as GuardedSocket)[STATE] = state;
-    // Node closes after a Connection: close answer with destroySoon(), which would not linger.
-    socket.destroySoon = () => closeLingering(socket, lingering);
-    // The server span ends on the response's 'close', before Koa hears of it: set so that it says 499 (or 408) too.
+    // The server span ends on the response's 'close', before Koa hears of it: set so that it says 499 too.
     socket.on('close', () => {
-      const response = currentResponse(socket);
-      if (response !== undefined && !response.headersSent) response.statusCode = closedConnectionStatus(socket);
+      const res = latest.get(socket);
+      if (res !== undefined && !res.headersSent) res.statusCode = CLIENT_LEFT;
     });
   });
 
   server.on('clientError', (error: ParserError, socket: Duplex) => {
-    // Already answered and closing: the lingering close ends it.
+    // Already answered and closing.
     if (socket.writableEnded && error.code !== 'ECONNRESET') return;
-    // Besides a reset or a cut-off request, Node's own rule: write nothing if the peer is gone or a response has already begun on this socket.
-    const unanswerable = error.code === 'ECONNRESET' || error.code === 'HPE_INVALID_EOF_STATE' || !socket.writable;
-    // Nor after the answer to the request whose body broke has finished (Node would answer it again).
-    const latest = stateOf(socket)?.latest;
-    const answered = latest !== undefined && latest.writableFinished && !latest.req.complete;
-    if (unanswerable || answered || currentResponse(socket)?.headersSent === true) {
-      socket.destroy();
-      return;
-    }
+    // Node's own rule, besides: nothing is written to a peer that is gone or cut its request off.
+    if (error.code === 'ECONNRESET' || error.code === 'HPE_INVALID_EOF_STATE' || !socket.writable) return void socket.destroy();
     const status = clientErrorStatus(error);
-    const state = stateOf(socket);
-    if (state !== undefined) state.closedWith = status;
-    refuse(socket, { status, detail: clientErrorDetail(status), code: error.code, inApplication: currentResponse(socket) !== undefined });
+    const refusal = { status, detail: clientErrorDetail(status), code: error.code };
+    const res = latest.get(socket);
+    if (res === undefined || (res.req.complete && res.writableFinished)) return refuse(socket, refusal);
+    // In the latest request's body, or its timeout: answered through its response, unless it has been answered (Node would answer again).
+    if (!res.req.complete) return res.headersSent ? void socket.destroy() : refuse(res, refusal, true);
+    // In a request after it: after the answers before it.
+    res.once('finish', () => (canAnswerOn(socket) ? refuse(socket, refusal) : socket.destroy()));
   });
 
   return {
-    /** False, the connection closed, past the pipelining bound. */
+    /** False for a request behind one whose answer closes the connection: it cannot be answered. */
     admit(res: ServerResponse): boolean {
-      const state = stateOf(res.req.socket);
-      if (state === undefined) return true;
-      state.latest = res;
-      const now = currentTurn();
-      if (state.turn !== now) {
-        state.turn = now;
-        state.requestsInTurn = 0;
-      }
-      state.requestsInTurn += 1;
-      if (state.requestsInTurn <= MAX_REQUESTS_PER_CONNECTION_PER_TURN) return true;
-      refuse(res.req.socket, {
-        status: undefined,
-        detail: `The connection pipelined more than ${MAX_REQUESTS_PER_CONNECTION_PER_TURN} requests in one turn of the event loop.`,
-      });
-      return false;
+      const { socket } = res.req;
+      if (latest.get(socket)?.shouldKeepAlive === false || !canAnswerOn(socket)) return false;
+      latest.set(socket, res);
+      return true;
     },
     refuse,
-    awaitContinue(res: ServerResponse): void {
-      const state = stateOf(res.req.socket);
-      if (state !== undefined) state.awaitingContinue = res;
-    },
   };
+}
+
+/** Node answers 100 Continue at once unless 'checkContinue' has a listener; the server's listener adds the request here. */
+export const awaitingContinue = new WeakSet<ServerResponse>();
+
+/** Called when the body is about to be read, so that a body refused anyway is never asked for. */
+export function sendContinue(res: ServerResponse): void {
+  if (awaitingContinue.delete(res)) res.writeContinue();
 }
 
 export function canAnswerOn(socket: Duplex): boolean {
   return !socket.destroyed && !socket.writableEnded;
-}
-
-/** What the server answered the connection with before closing it (408), or nginx's 499 when the client left. */
-export function closedConnectionStatus(socket: Duplex): number {
-  return stateOf(socket)?.closedWith ?? 499;
-}
-
-/** Called when the body is about to be read, so that a body refused anyway is never asked for. */
-export function sendContinue(res: ServerResponse): void {
-  const state = stateOf(res.req.socket);
-  if (state?.awaitingContinue !== res) return;
-  state.awaitingContinue = undefined;
-  res.writeContinue();
 }
 
 export function clientErrorDetail(status: number): string {
@@ -248,24 +186,4 @@ function namesAnotherVersion(error: ParserError): boolean {
   if (raw === undefined || at === undefined) return false;
   const lineStart = at > 0 ? raw.lastIndexOf(0x0a, at - 1) + 1 : 0;
   return /^\S+ \S+ HTTP\/\d\.\d\r\n/.test(raw.toString('latin1', lineStart, at + 2));
-}
-
-function currentResponse(socket: Duplex): ServerResponse | undefined {
-  return (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
-}
-
-function closeLingering(socket: Duplex, limits: LingeringLimits): void {
-  if (!canAnswerOn(socket)) return;
-  socket.end();
-  // Node's parser reads through its 'data' listener: the rest is dropped unparsed.
-  socket.removeAllListeners('data');
-  let discarded = 0;
-  socket.on('data', (chunk: Buffer) => {
-    discarded += chunk.length;
-    if (discarded > limits.maxBytes) socket.destroy();
-  });
-  socket.on('error', () => socket.destroy());
-  socket.resume();
-  const timer = setTimeout(() => socket.destroy(), limits.maxMs);
-  socket.once('close', () => clearTimeout(timer));
 }

@@ -10,9 +10,11 @@ import { HttpProblem } from './problem';
 export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<void> {
   const announced = req.headers['content-length'];
   if (announced !== undefined && Number(announced) > limit) {
-    return Promise.reject(tooLarge(limit));
+    return Promise.reject(tooLarge(res, limit));
   }
-  if (req.readableEnded) return canAnswerOn(req.socket) ? Promise.resolve() : Promise.reject(new ConnectionClosed());
+  // Not when the server answered already (a 408 mid-body) or the connection is closing.
+  const answerable = (): boolean => !res.headersSent && canAnswerOn(req.socket);
+  if (req.readableEnded) return answerable() ? Promise.resolve() : Promise.reject(new ConnectionClosed());
   sendContinue(res);
 
   return new Promise((resolve, reject) => {
@@ -21,21 +23,22 @@ export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limi
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onClosed);
-      req.off('close', onClosed);
+      res.off('close', onClosed);
     };
     const onData = (chunk: Buffer): void => {
       received += chunk.length;
       if (received > limit) {
         cleanup();
-        reject(tooLarge(limit));
+        reject(tooLarge(res, limit));
       }
     };
     const onEnd = (): void => {
       cleanup();
-      if (canAnswerOn(req.socket)) resolve();
+      if (answerable()) resolve();
       else reject(new ConnectionClosed());
     };
-    // A request errors ('aborted') or closes before its end only when its connection is gone.
+    // Before the body's end, a request errors ('aborted') when its connection is gone, and its response
+    // closes then too, or once the server has answered it (a 408 mid-body, after which the body never ends).
     const onClosed = (): void => {
       cleanup();
       reject(new ConnectionClosed());
@@ -43,13 +46,16 @@ export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limi
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onClosed);
-    req.on('close', onClosed);
+    res.on('close', onClosed);
   });
 }
 
-function tooLarge(limit: number): HttpProblem {
-  // The rest of the body is never read, so the connection cannot carry another request.
-  return new HttpProblem(413, `The request body is larger than the limit of ${limit} bytes.`, {
-    Connection: 'close',
-  });
+/**
+ * The rest of the body is never read, so the connection cannot carry another request: Node closes
+ * it once the answer is written. A client still sending may lose the answer to the reset that
+ * follows (node:http has no lingering close; docs/reliability.md).
+ */
+function tooLarge(res: ServerResponse, limit: number): HttpProblem {
+  res.shouldKeepAlive = false;
+  return new HttpProblem(413, `The request body is larger than the limit of ${limit} bytes.`);
 }

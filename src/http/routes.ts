@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { METHODS, type IncomingMessage } from 'node:http';
 import Router from '@koa/router';
 import { trace } from '@opentelemetry/api';
-import type { Config } from '../config';
+import type { Config, Faults } from '../config';
 import type { Metrics } from '../observability/metrics';
 import { faultInjector } from './faults';
 import { requestTarget } from '../request-target';
@@ -10,7 +10,7 @@ import { drainRequestBody } from './request-body';
 
 /** The slice of the service's config the routes use, and its metrics. */
 export interface RouteDependencies {
-  config: Pick<Config, 'bodyLimit' | 'faultErrorRatio' | 'faultDelayMs'>;
+  config: Pick<Config, 'bodyLimit'> & Faults;
   metrics: Metrics;
   /** Tests replace it to provoke failures. */
   issueProductId?: () => number;
@@ -57,17 +57,18 @@ export function createRouter({ config, metrics, issueProductId = randomProductId
   return router;
 }
 
-/** As the router matches paths (case, trailing slash), before Koa runs, to leave probes untraced. */
-export function isProbeRequest(router: Router, req: IncomingMessage): boolean {
-  return routesOfPath(router, req).some((layer) => typeof layer.path === 'string' && PROBE_ROUTES.has(layer.path));
-}
+const routes = new WeakMap<IncomingMessage, string | undefined>();
 
-/** A 405 is routed, a 404 is not. */
-export function isRoutedRequest(router: Router, req: IncomingMessage): boolean {
-  return routesOfPath(router, req).length > 0;
-}
-
-function routesOfPath(router: Router, req: IncomingMessage): ReturnType<Router['match']>['path'] {
+/**
+ * The route template a request matches, as the router matches paths (case, trailing slash), before
+ * Koa runs: for the span hooks and the span's name. A 405's too (only the path matched); none for a 404.
+ */
+export function routeOfRequest(router: Router, req: IncomingMessage): string | undefined {
+  if (routes.has(req)) return routes.get(req);
   const target = requestTarget(req);
-  return 'path' in target ? router.match(target.path, req.method ?? 'GET').path : [];
+  const match = 'path' in target ? router.match(target.path, req.method ?? 'GET') : undefined;
+  const layer = match?.pathAndMethod.findLast((candidate) => candidate.methods.length > 0) ?? match?.path[0];
+  const route = typeof layer?.path === 'string' ? layer.path : undefined;
+  routes.set(req, route);
+  return route;
 }

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
-import { canAnswerOn, clientErrorDetail, guardConnections, type LingeringLimits, type Refusal } from './connections';
+import { awaitingContinue, clientErrorDetail, guardConnections, type Refusal } from './connections';
 import { requestTarget } from '../request-target';
 import { SECURITY_HEADERS } from './security-headers';
 
@@ -21,13 +21,19 @@ const SERVER_TIMEOUTS = {
 /** What each connection may hold while its headers arrive: it sets the memory budget (docs/reliability.md). */
 export const MAX_HEADER_SIZE = 8 * 1024;
 
+/**
+ * nginx's keepalive_requests before 1.19.10: the answer to the last carries Connection: close, so a
+ * client reconnects; a connection pipelining past it is closed (connections.ts), so that it cannot
+ * have thousands served from one read while every other waits.
+ */
+export const MAX_REQUESTS_PER_CONNECTION = 100;
+
 /** Prometheus keeps one connection per scraper: room for many, a bound for anything else. */
 export const METRICS_MAX_CONNECTIONS = 64;
 
 /** Production's limits unless given (tests shorten them). */
 export interface ServerOptions {
   timeouts?: { [K in keyof typeof SERVER_TIMEOUTS]: number };
-  lingeringClose?: LingeringLimits;
 }
 
 export interface ServerDependencies {
@@ -44,19 +50,22 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
       maxHeaderSize: MAX_HEADER_SIZE,
       // Wins over NODE_OPTIONS=--insecure-http-parser (reachable through the chart's extraNodeOptions): framing stays strict.
       insecureHTTPParser: false,
-      // Node would answer a missing Host with an empty 400; serve() answers it as a problem.
+      // Node answers a missing Host with an empty 400 that no counter or log sees; framingProblem() answers it as every refusal.
       requireHostHeader: false,
+      // Two Host lines become one with a comma, which no host name has: framingProblem() refuses it.
+      joinDuplicateHeaders: true,
     },
     serve,
   );
   server.maxConnections = deps.maxConnections;
-  const connections = guardConnections(server, { logger: deps.logger, metrics: deps.metrics, lingeringClose: options.lingeringClose });
+  server.maxRequestsPerSocket = MAX_REQUESTS_PER_CONNECTION;
+  const connections = guardConnections(server, { logger: deps.logger, metrics: deps.metrics });
 
   function serve(req: IncomingMessage, res: ServerResponse): void {
     deps.metrics?.requestReceived(req);
-    // Requests Node still parses from a connection that is closing cannot be answered: not served.
-    if (!canAnswerOn(req.socket)) return;
     if (!connections.admit(res)) return;
+    // maxRequestsPerSocket bounds HTTP/1.1 only: an HTTP/1.0 connection carries one request.
+    if (req.httpVersionMinor === 0) res.shouldKeepAlive = false;
     const target = requestTarget(req);
     const refusal = 'refused' in target ? { status: 400, detail: target.refused } : framingProblem(req);
     if (refusal !== undefined) return connections.refuse(res, refusal);
@@ -67,7 +76,7 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
 
   // Node answers 100 Continue itself unless this event has a listener: sendContinue() does.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    connections.awaitContinue(res);
+    awaitingContinue.add(res);
     // Through emit, so that the instrumentations that patch it (the server span) see the request.
     server.emit('request', req, res);
   });
@@ -85,11 +94,9 @@ export function createHttpServer(listener: RequestListener, deps: ServerDependen
 /** What RFC 9112 requires refused and Node's parser lets through. */
 function framingProblem(req: IncomingMessage): Refusal | undefined {
   if (req.httpVersionMajor !== 1) return { status: 505, detail: clientErrorDetail(505) };
-  // Node keeps the first of several Host lines; RFC 9112 §3.2 requires 400 for none (HTTP/1.1) or more than one.
-  let hosts = 0;
-  const raw = req.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.length === 4 && raw[i]?.toLowerCase() === 'host') hosts += 1;
-  if (hosts > 1 || (hosts === 0 && req.httpVersionMinor === 1)) {
+  // RFC 9112 §3.2: 400 for no Host (HTTP/1.1) or more than one.
+  const { host } = req.headers;
+  if (host?.includes(',') === true || (host === undefined && req.httpVersionMinor === 1)) {
     return { status: 400, detail: 'An HTTP/1.1 request needs exactly one Host header.' };
   }
   // RFC 9112 §6.1: where such a body ends cannot be trusted.

@@ -47,6 +47,8 @@ export function redactQuery(query: string, kept: ReadonlySet<string>): string {
 /**
  * The socket's peer, or behind trusted proxies the first X-Forwarded-For address from its end that
  * is not a trusted proxy's (nginx's real_ip_recursive): what lies further was written by the client.
+ * By hand: Koa's ctx.ips believes any peer once app.proxy is set, and proxy-addr returns an entry
+ * with a port, or no address at all, as the client.
  */
 export function clientAddress(peer: string | undefined, forwardedFor: string | string[] | undefined, trusted: BlockList | undefined): string | undefined {
   if (peer === undefined || trusted === undefined || forwardedFor === undefined || !isTrusted(trusted, peer)) return peer;

@@ -7,6 +7,11 @@ import { createLogger } from '../../src/observability/logger';
 import { createMetrics } from '../../src/observability/metrics';
 import { createService, portOf, type ServiceDependencies } from '../../src/service';
 
+/** Timeouts short enough that a test sees headersTimeout (408) and requestTimeout cut connections within a second. */
+export const SHORT_TIMEOUTS: ServerOptions = {
+  timeouts: { keepAliveTimeout: 5000, headersTimeout: 300, requestTimeout: 600, connectionsCheckingInterval: 50 },
+};
+
 export type InProcessService = Awaited<ReturnType<typeof startInProcess>>;
 
 export interface InProcessOverrides {
@@ -55,6 +60,7 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
   return {
     port,
     baseUrl: `http://127.0.0.1:${port}`,
+    apiServer: service.apiServer,
     /** The metrics port's server, its port, and its endpoint http://127.0.0.1:PORT/metrics (as ServiceProcess.metricsUrl). */
     metricsServer: service.metricsServer,
     metricsPort,
