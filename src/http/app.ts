@@ -7,9 +7,9 @@ import { answerProblems, recordRequests, routeOnServerSpan } from './middleware'
 /** The Koa application: a request passes the middleware in this order, then the router. No globals. */
 export function createApp(deps: { router: Router; logger: Logger; metrics: Metrics }): Koa {
   const app = new Koa();
-  app.use(recordRequests(deps.logger, deps.metrics));
+  app.use(recordRequests(deps.logger, deps.metrics, deps.router));
   app.use(routeOnServerSpan(deps.router));
-  app.use(answerProblems(deps.logger));
+  app.use(answerProblems(deps.logger, deps.router));
   app.use(deps.router.routes());
   app.use(deps.router.allowedMethods());
 

@@ -1,7 +1,6 @@
 /** The Koa middleware in front of the routes; each does its part once the inner ones have settled the answer. */
 import type { ServerResponse } from 'node:http';
 import type Router from '@koa/router';
-import type { RouterContext } from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { getRPCMetadata } from '@opentelemetry/core';
@@ -13,14 +12,14 @@ import { PROBE_ROUTES, routeOfRequest } from './routes';
 import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 
 /** Gives the answer its id, then records the request: the histogram (a sampled trace as exemplar) and the log line. */
-export function recordRequests(logger: Logger, metrics: Metrics): Middleware {
+export function recordRequests(logger: Logger, metrics: Metrics, router: Router): Middleware {
   return async function recordRequests(ctx, next) {
     const startedAt = metrics.receivedAt(ctx.req) ?? performance.now();
     const answerId = traceResponse();
     ctx.set(TRACE_RESPONSE, answerId);
     await next();
     const seconds = (performance.now() - startedAt) / 1000;
-    const route = routeOf(ctx);
+    const route = routeOfRequest(router, ctx.req) ?? UNMATCHED_ROUTE;
     const status = ctx.status;
     metrics.observeRequest(ctx.method, route, status, seconds, sampledTraceId());
     const product_id = (ctx.state as { productId?: number }).productId;
@@ -51,7 +50,7 @@ export function routeOnServerSpan(router: Router): Middleware {
 }
 
 /** Every failure, and every error status left without a body, becomes an RFC 9457 answer. */
-export function answerProblems(logger: Logger): Middleware {
+export function answerProblems(logger: Logger, router: Router): Middleware {
   return async function answerProblems(ctx, next) {
     try {
       await next();
@@ -64,7 +63,10 @@ export function answerProblems(logger: Logger): Middleware {
       } else {
         // Details stay in the log and the span; the client learns only that it was our fault, and its id.
         const trace_id = traceIdOf(ctx.response.get(TRACE_RESPONSE));
-        logger.error({ err: error, method: ctx.method, route: routeOf(ctx), status: 500, trace_id }, 'unexpected error while serving a request');
+        logger.error(
+          { err: error, method: ctx.method, route: routeOfRequest(router, ctx.req) ?? UNMATCHED_ROUTE, status: 500, trace_id },
+          'unexpected error while serving a request',
+        );
         recordFailure(ctx.res, error);
         writeProblem(ctx, 500, 'The server failed to answer this request; it has been logged under its trace_id.');
       }
@@ -95,12 +97,6 @@ function writeProblem(ctx: Context, status: number, detail?: string, headers?: R
   ctx.status = status;
   ctx.set(answer.headers);
   ctx.body = answer.body;
-}
-
-/** Even when only the path matched (a 405). */
-function routeOf(ctx: Context): string {
-  const routed = ctx as Context & Partial<Pick<RouterContext, '_matchedRoute' | 'matched'>>;
-  return routed._matchedRoute?.toString() ?? routed.matched?.[0]?.path.toString() ?? UNMATCHED_ROUTE;
 }
 
 function sampledTraceId(): string | undefined {

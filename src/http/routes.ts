@@ -61,7 +61,8 @@ const routes = new WeakMap<IncomingMessage, string | undefined>();
 
 /**
  * The route template a request matches, as the router matches paths (case, trailing slash), before
- * Koa runs: for the span hooks and the span's name. A 405's too (only the path matched); none for a 404.
+ * Koa runs: one answer for the span hooks, the span's name, the histogram and the log line. A 405's too
+ * (only the path matched); none for a 404.
  */
 export function routeOfRequest(router: Router, req: IncomingMessage): string | undefined {
   if (routes.has(req)) return routes.get(req);
