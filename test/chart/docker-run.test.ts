@@ -7,10 +7,10 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines } from '../container/docker-host';
+import { ADD_HOST_ARGS, bridgeAddress, docker, DOCKER, HOST_NAME, jsonLines } from '../container/docker-host';
 import { sampleValue } from '../support/exposition';
 import { startOtlpReceiver } from '../support/otlp-receiver';
-import { deploymentWith, docker, DOCKER_NETWORKS, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, waitForSpan, type RunningPod } from './docker-pod';
+import { deploymentWith, DOCKER_NETWORKS, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, waitForSpan, type RunningPod } from './docker-pod';
 import { containerPort, findOne, mainContainer, must, named, ofKind, podSpecOf, template } from './helm';
 import { bytes, commandArgs, probeOnce, translatePod } from './pod-to-docker';
 
