@@ -799,19 +799,9 @@ describe('span pipeline self-metrics', () => {
   });
 });
 
+// The flush of queued spans on SIGTERM is proven on the image, over each OTLP protocol
+// (test/container/image.test.ts, "tracing from the image").
 describe('shutdown', () => {
-  it('flushes queued spans on SIGTERM (OTEL_BSP_SCHEDULE_DELAY=60000) and exits 0', async () => {
-    // Within this test only the shutdown flush can deliver the spans.
-    const { collector, svc } = await exporting({ OTEL_BSP_SCHEDULE_DELAY: '60000' });
-    const traces = Array.from({ length: 5 }, newTraceContext);
-    for (const trace of traces) expect((await postProduct(svc, { traceparent: trace.traceparent })).status).toBe(201);
-    expect(collector.requests).toHaveLength(0);
-
-    expect(await svc.stop('SIGTERM')).toBe(0);
-    for (const trace of traces) expect(spansOfTrace(collector.spans, trace.traceId)).toHaveLength(1);
-    expect(svc.logLines().map((line) => line.msg)).toContain('shutdown complete');
-  });
-
   it.each([
     { collectorState: 'down', mode: undefined },
     { collectorState: 'failing (503)', mode: 'error' as const },

@@ -155,8 +155,6 @@ const { release: r, destination, helm } = release();
 const work = mkdtempSync(join(tmpdir(), 'package-chart-'));
 try {
   const copy = stamp(work, r, helm);
-  // The parameters table shows the stamped defaults (the image repository and digest).
-  run(process.execPath, [join(ROOT, 'scripts/chart-readme.mjs'), copy]);
   mkdirSync(destination, { recursive: true });
   const out = run(helm, ['package', copy, '--destination', destination]);
   const tgz = /Successfully packaged chart and saved it to: (.+\.tgz)/.exec(out)?.[1];

@@ -6,7 +6,8 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sampleValue, scrape } from '../support/exposition';
-import { deploymentWith, docker, IMAGE, logsOf, Pods, type RunningPod } from './docker-pod';
+import { docker } from '../container/docker-host';
+import { deploymentWith, IMAGE, logsOf, Pods, type RunningPod } from './docker-pod';
 import { DIAGNOSTICS_DOC, firstBlock } from './docs';
 import { mainContainer, must, podSpecOf } from './helm';
 

@@ -3,14 +3,13 @@
 // Service name resolves to the pod), its containers and volumes' host directories, removed by cleanUp().
 // Needs a Docker engine (scripts/ci/docker-engine.sh) and the image product-service:test, built by the
 // container tests (`npm run test:container`, which .ci/run runs first), or the one PRODUCT_SERVICE_IMAGE names.
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { stringify } from 'yaml';
-import { DOCKER, requireDockerEngine } from '../container/docker-host';
+import { docker, requireDockerEngine } from '../container/docker-host';
 import type { OtlpReceiver } from '../support/otlp-receiver';
 import { findOne, mainContainer, must, podSpecOf, set, template } from './helm';
 import { commandArgs, probeUntil, translatePod, type PodInputs, type Translation } from './pod-to-docker';
@@ -48,13 +47,6 @@ export async function waitForSpan(receiver: OtlpReceiver, traceId: string, name:
   } catch (err) {
     throw new Error(`${String(err)}\ncontainer logs:\n${logsOf(name)}`, { cause: err });
   }
-}
-
-export function docker(args: string[], allowFailure = false) {
-  const run = spawnSync(DOCKER, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  if (run.error) throw run.error;
-  if (!allowFailure && run.status !== 0) throw new Error(`docker ${args.join(' ')} failed (${run.status}): ${run.stderr}`);
-  return run;
 }
 
 export function logsOf(name: string): string {

@@ -7,10 +7,10 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines } from '../container/docker-host';
+import { ADD_HOST_ARGS, bridgeAddress, docker, DOCKER, HOST_NAME, jsonLines } from '../container/docker-host';
 import { sampleValue } from '../support/exposition';
 import { startOtlpReceiver } from '../support/otlp-receiver';
-import { deploymentWith, docker, DOCKER_NETWORKS, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, waitForSpan, type RunningPod } from './docker-pod';
+import { deploymentWith, DOCKER_NETWORKS, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, waitForSpan, type RunningPod } from './docker-pod';
 import { containerPort, findOne, mainContainer, must, named, ofKind, podSpecOf, template } from './helm';
 import { bytes, commandArgs, probeOnce, translatePod } from './pod-to-docker';
 
@@ -201,17 +201,15 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams, trustedP
         body: '{}',
       });
       expect(res.status).toBe(201);
-      const productId = ((await res.json()) as { product_id: number }).product_id;
 
       // The batch span processor sends within OTEL_BSP_SCHEDULE_DELAY (1 s, the service's default).
       await waitForSpan(receiver, traceId, name);
       const spans = receiver.spans.filter((s) => s.traceId === traceId);
       expect(spans).toHaveLength(1);
       const [span] = spans;
-      expect(span).toMatchObject({ name: 'POST /product', scope: '@opentelemetry/instrumentation-http', kind: 2, parentSpanId });
+      // What these values decide; the span's own shape is the service's (test/telemetry.test.ts) and the image's.
+      expect(span?.parentSpanId).toBe(parentSpanId);
       expect(span?.attributes).toMatchObject({
-        'http.route': '/product',
-        'product.id': productId,
         'url.query': 'page=2&REDACTED',
         'client.address': '203.0.113.66',
       });

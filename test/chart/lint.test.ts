@@ -1,11 +1,9 @@
 // `helm lint --strict`, the strict values schema, NOTES.txt, a copy and a `helm package` of the chart
-// (its own files end up in them) and the README's generated parameters table.
-import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+// (its own files end up in them).
+import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ROOT } from '../support/paths';
 import { chartDir, CRD_APIS, helm, HELMS, must, renderNotes, set, valueSets } from './helm';
 
 const scratch = mkdtempSync(join(tmpdir(), 'chart-test-'));
@@ -92,33 +90,5 @@ describe('a copy of the chart directory, and its package (helm package)', () => 
     }
     const lint = helm(['lint', '--strict', tgz, ...monitoring]);
     expect(lint.status, lint.stdout).toBe(0);
-  });
-});
-
-describe('README parameters table', () => {
-  const readmeScript = join(ROOT, 'scripts/chart-readme.mjs');
-  const node = (args: string[]) => spawnSync(process.execPath, [readmeScript, ...args], { cwd: ROOT, encoding: 'utf8' });
-
-  it('is current with values.yaml', () => {
-    const run = node(['--check']);
-    expect(run.status, run.stderr).toBe(0);
-  });
-
-  it('is reported out of date, and undocumented values refused, in a copy of the chart', () => {
-    const copy = join(scratch, 'chart-copy');
-    cpSync(chartDir, copy, { recursive: true, verbatimSymlinks: true });
-    const values = join(copy, 'values.yaml');
-    const original = readFileSync(values, 'utf8');
-    writeFileSync(values, original.replace('replicaCount: 2', 'replicaCount: 3'));
-    const stale = node(['--check', copy]);
-    expect(stale.status).toBe(1);
-    expect(stale.stderr).toMatch(/out of date/);
-    expect(node([copy]).status).toBe(0);
-    expect(node(['--check', copy]).status).toBe(0);
-    expect(readFileSync(join(copy, 'README.md'), 'utf8')).toContain('| `replicaCount` | int | `3` |');
-    writeFileSync(values, `${original}\nundocumentedValue: 1\n`);
-    const undocumented = node(['--check', copy]);
-    expect(undocumented.status).toBe(1);
-    expect(undocumented.stderr).toMatch(/undocumentedValue/);
   });
 });

@@ -6,10 +6,10 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ADD_HOST_ARGS, bridgeAddress, HOST_NAME } from '../container/docker-host';
+import { ADD_HOST_ARGS, bridgeAddress, docker, HOST_NAME } from '../container/docker-host';
 import { sampleValue, samples, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
-import { deploymentWith, docker, DOCKER_NETWORKS, FAST_EXPORT, Pods, postTraced, waitForSpan } from './docker-pod';
+import { deploymentWith, DOCKER_NETWORKS, FAST_EXPORT, Pods, postTraced, waitForSpan } from './docker-pod';
 import { readmeYamlBlock } from './docs';
 import { mainContainer, must, podSpecOf } from './helm';
 

@@ -185,13 +185,13 @@ describe('scripts/release/package-chart.mjs', () => {
     for (const { url } of links) expect(url).toMatch(/^https:\/\/github\.com\/Acme-Corp\/product-service(\/blob\/v1\.2\.3\/|$)/);
   });
 
-  it("ships a README naming this repository's registry, and a parameters table showing the stamped image", () => {
+  it("ships a README naming this repository's registry, and values showing the stamped image", () => {
     const readme = inStranger(['show', 'readme', `./${basename(packaged)}`]).stdout;
     expect(readme).not.toContain('example-org');
     expect(readme).toContain('helm install products oci://ghcr.io/acme-corp/charts/product-service --version');
-    expect(readme).toContain('| `image.repository` | string | `"ghcr.io/acme-corp/product-service"` |');
+    const values = parse(inStranger(['show', 'values', `./${basename(packaged)}`]).stdout) as { image: { repository: string; digest: string } };
     // The digest is the chart's (Chart.yaml), not a value a copied values file would carry to another version.
-    expect(readme).toContain('| `image.digest` | string | `""` |');
+    expect(values.image).toMatchObject({ repository: 'ghcr.io/acme-corp/product-service', digest: '' });
   });
 
   it('refuses a missing or malformed digest, in one line naming it', () => {

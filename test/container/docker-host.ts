@@ -1,7 +1,7 @@
 // The Docker machinery shared by the container tests and the chart tests (test/chart/docker-run.test.ts):
 // the client, the engine check, and HOST_NAME, by which a container reaches a server of the test process on
 // the bridge's host address (reachable from containers, not from outside), as a pod reaches a collector.
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync } from 'node:fs';
 
 /** Debian's docker.io client, the engine's own version: it drives the engine's BuildKit (the /usr/local/bin/docker 28.x one cannot). */
@@ -11,6 +11,14 @@ export const DOCKER = '/usr/bin/docker';
 export function requireDockerEngine(): void {
   if (!existsSync(DOCKER)) throw new Error(`${DOCKER} (Debian's docker.io) is missing. Run: bash scripts/ci/docker-engine.sh`);
   if (spawnSync(DOCKER, ['info'], { encoding: 'utf8' }).status !== 0) throw new Error('No Docker engine answers. Run: bash scripts/ci/docker-engine.sh');
+}
+
+/** Runs the client (BuildKit on, for builds); a failure throws with its stderr unless allowed. */
+export function docker(args: string[], allowFailure = false): SpawnSyncReturns<string> {
+  const run = spawnSync(DOCKER, args, { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, env: { ...process.env, DOCKER_BUILDKIT: '1' } });
+  if (run.error) throw run.error;
+  if (!allowFailure && run.status !== 0) throw new Error(`docker ${args.join(' ')} failed (${run.status}): ${run.stderr}`);
+  return run;
 }
 
 export const HOST_NAME = 'host.docker.internal';

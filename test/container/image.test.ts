@@ -14,7 +14,7 @@ import { sampleValue, samples } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
 import { ROOT } from '../support/paths';
 import { VERSION } from '../support/service-process';
-import { ADD_HOST_ARGS, bridgeAddress, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from './docker-host';
+import { ADD_HOST_ARGS, bridgeAddress, docker, DOCKER, HOST_NAME, jsonLines, requireDockerEngine } from './docker-host';
 import { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from '../../bench/process-flags.mjs';
 
 // PRODUCT_SERVICE_IMAGE: an image made elsewhere to test instead (image.yml's pushed archive, release.yml's
@@ -33,25 +33,6 @@ const RESTRICTED = ['--cap-drop', 'ALL', '--security-opt', 'no-new-privileges'];
 const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
   packages: Record<string, { dev?: boolean; optional?: boolean; devOptional?: boolean }>;
 };
-
-/** The container's stdout and stderr, apart (docker logs passes each through on its own stream). */
-function logsOf(id: string): { stdout: string; stderr: string } {
-  const run = spawnSync(DOCKER, ['logs', id], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  if (run.status !== 0) throw new Error(`docker logs ${id} failed: ${run.stderr}`);
-  return { stdout: run.stdout, stderr: run.stderr };
-}
-
-function docker(args: string[]): string {
-  const run = spawnSync(DOCKER, args, {
-    cwd: ROOT,
-    encoding: 'utf8',
-    maxBuffer: 256 * 1024 * 1024,
-    env: { ...process.env, DOCKER_BUILDKIT: '1' },
-  });
-  if (run.error) throw run.error;
-  if (run.status !== 0) throw new Error(`docker ${args.join(' ')} failed (${run.status}):\n${run.stderr}`);
-  return run.stdout;
-}
 
 /** Like docker(), without blocking the event loop (for servers in this process the container talks to). */
 function dockerAsync(args: string[]): Promise<string> {
@@ -106,8 +87,8 @@ function runLikeTheChart(extraArgs: string[] = []): { id: string; api: string; m
     '127.0.0.1::9464',
     ...extraArgs,
     IMAGE,
-  ]).trim();
-  const url = (port: string): string => `http://${docker(['port', id, port]).split('\n')[0]}`;
+  ]).stdout.trim();
+  const url = (port: string): string => `http://${docker(['port', id, port]).stdout.split('\n')[0]}`;
   return { id, api: url('8080/tcp'), metrics: url('9464/tcp') };
 }
 
@@ -115,7 +96,7 @@ async function waitForHealth(id: string, api: string): Promise<void> {
   try {
     await vi.waitFor(async () => expect((await fetch(`${api}/health`)).ok).toBe(true), { timeout: 20_000, interval: 200 });
   } catch (error) {
-    throw new Error(`/health did not answer within 20 s. Logs:\n${docker(['logs', id])}`, { cause: error });
+    throw new Error(`/health did not answer within 20 s. Logs:\n${docker(['logs', id]).stdout}`, { cause: error });
   }
 }
 
@@ -156,7 +137,7 @@ beforeAll(() => {
     '--build-arg',
     `SOURCE=${built.source}`,
     ...bases.buildArgs,
-    '.',
+    ROOT,
   ]);
   console.log(`docker build: ${((performance.now() - started) / 1000).toFixed(1)} s`);
 });
@@ -180,7 +161,7 @@ describe('base images', () => {
 
 describe('image configuration', () => {
   it('runs node itself on dist/main.js (exec form, no npm or shell) with the Node flags the bench measured (bench/process-flags.mjs) as a numeric non-root user; sets NODE_ENV, the compile cache, the build revision, ports, stop signal and OCI labels', () => {
-    const c = JSON.parse(docker(['image', 'inspect', '--format', '{{json .Config}}', IMAGE])) as {
+    const c = JSON.parse(docker(['image', 'inspect', '--format', '{{json .Config}}', IMAGE]).stdout) as {
       User: string;
       Entrypoint: string[] | null;
       Cmd: string[] | null;
@@ -219,7 +200,7 @@ describe('image contents', () => {
   let bundle: string;
 
   beforeAll(() => {
-    const id = docker(['create', IMAGE]).trim();
+    const id = docker(['create', IMAGE]).stdout.trim();
     try {
       const cp = spawnSync('sh', ['-c', `"${DOCKER}" cp "${id}:/app/dist/observability/telemetry.bundle.js" - | tar -xO`], {
         encoding: 'utf8',
@@ -282,10 +263,10 @@ describe('image contents', () => {
   });
 
   it(`adds less than ${APP_LAYERS_BUDGET_MB} MB to the Node runtime image, and reports layer sizes`, () => {
-    const size = Number(docker(['image', 'inspect', '--format', '{{.Size}}', IMAGE]).trim());
-    const baseSize = Number(docker(['image', 'inspect', '--format', '{{.Size}}', runtimeBase]).trim());
+    const size = Number(docker(['image', 'inspect', '--format', '{{.Size}}', IMAGE]).stdout.trim());
+    const baseSize = Number(docker(['image', 'inspect', '--format', '{{.Size}}', runtimeBase]).stdout.trim());
     const history = docker(['history', '--human=false', '--no-trunc', '--format', '{{.Size}}\t{{.CreatedBy}}', IMAGE])
-      .trim()
+      .stdout.trim()
       .split('\n')
       .map((row) => {
         const [bytes = '0', ...by] = row.split('\t');
@@ -326,14 +307,14 @@ describe('running as the Helm chart runs it', () => {
       await waitForHealth(disabled.id, disabled.api);
       const product = await fetch(`${disabled.api}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' });
       expect(product.status).toBe(201);
-      expect(logsOf(disabled.id).stderr).toBe('');
+      expect(docker(['logs', disabled.id]).stderr).toBe('');
     } finally {
       spawnSync(DOCKER, ['rm', '--force', disabled.id]);
     }
   });
 
   it('has written nothing on stderr: no EACCES, EROFS or compile cache warning from the read-only cache', () => {
-    expect(logsOf(container ?? '').stderr).toBe('');
+    expect(docker(['logs', container ?? '']).stderr).toBe('');
   });
 });
 
@@ -359,7 +340,7 @@ describe("Node's compile cache", () => {
         attempt(result.writable, () => fs.chmodSync(p, 0o777), 'EPERM');
       }
       console.log(JSON.stringify(result));`;
-    const result = JSON.parse(docker(['run', '--rm', ...RESTRICTED, '--network', 'none', '--entrypoint', '/nodejs/bin/node', IMAGE, '-e', script])) as {
+    const result = JSON.parse(docker(['run', '--rm', ...RESTRICTED, '--network', 'none', '--entrypoint', '/nodejs/bin/node', IMAGE, '-e', script]).stdout) as {
       uid: number;
       files: number;
       unreadable: string[];
@@ -376,7 +357,7 @@ describe("Node's compile cache", () => {
     try {
       await waitForHealth(id, api);
       docker(['stop', '--time', String(GRACE_SECONDS), id]);
-      const { stderr } = logsOf(id);
+      const { stderr } = docker(['logs', id]);
       // "[compile cache] V8 code cache for CommonJS /app/dist/main.js was accepted, keeping the in-memory entry"
       const outcomes = new Map([...stderr.matchAll(/^\[compile cache\] V8 code cache for \S+ (\S+) was ([^,]+),/gm)].map((m) => [m[1], m[2]]));
       console.log(`compile cache: ${outcomes.size} modules loaded from it at start-up`);
@@ -503,13 +484,13 @@ describe('tracing from the image', () => {
         const started = performance.now();
         await dockerAsync(['stop', '--time', String(GRACE_SECONDS), id]);
         const seconds = (performance.now() - started) / 1000;
-        const logs = logsOf(id);
+        const logs = docker(['logs', id]);
         const context = `stdout:\n${logs.stdout}\nstderr:\n${logs.stderr}`;
         console.log(
           `OTLP ${protocol}: docker stop took ${seconds.toFixed(2)} s, ${collector.exports().length} export request(s), ${collector.receiver.spans.length} span(s)`,
         );
         expect(seconds, context).toBeLessThan(GRACE_SECONDS / 3);
-        expect(Number(docker(['inspect', '--format', '{{.State.ExitCode}}', id]).trim()), context).toBe(0);
+        expect(Number(docker(['inspect', '--format', '{{.State.ExitCode}}', id]).stdout.trim()), context).toBe(0);
         const unexpected = logs.stderr.split('\n').filter((line) => line !== '' && !KNOWN_EXPORT_WARNINGS.some((known) => known.test(line)));
         expect(unexpected, context).toEqual([]);
 

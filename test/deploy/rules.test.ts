@@ -236,11 +236,6 @@ describe('alert and recording rules rendered from the chart', () => {
     expect([rules.filter((rule) => rule.alert).length, records.length]).toEqual([18, 14]);
   });
 
-  it('leave out the alerts disabled in the values, and nothing else', () => {
-    const rules = parseRules(renderRules({ ...RELEASE, values: [join(TESTS_DIR, 'tuned.values.yaml')] }));
-    expect(alertsOf(rules).map((rule) => rule.alert)).toEqual(ALERTS.filter((alert) => alert !== 'ProductServiceTargetDown'));
-  });
-
   // An edge's histogram has Envoy's bounds in milliseconds: a threshold between two of them would
   // be interpolated, so helm refuses it and names the bounds; one of them renders as that bucket.
   it.each(['envoy-gateway', 'istio'])('refuse a latency threshold that is not a bucket bound of %s', (source) => {
