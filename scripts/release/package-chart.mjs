@@ -1,5 +1,5 @@
 // Packages the Helm chart as a release publishes it: helm/product-service as packaged, stamped with
-// the release's version and the image it pushed (by digest), its README table regenerated, then
+// the release's version and the image it pushed (by digest), then
 // `helm package`d. The release workflow runs it, and so do the chart tests (test/chart/release.test.ts),
 // which install nothing but render the package as a stranger would.
 //
