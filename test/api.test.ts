@@ -156,7 +156,7 @@ describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
     expect(idsIssued(exposition)).toBe(1);
   });
 
-  it.each(['POST file:///product', 'GET ftp://forged.example/health'])(
+  it.each(['POST file:///product', 'GET ftp://forged.example/health', 'GET httpx://forged.example/health', 'GET xhttp://forged.example/health'])(
     '%s: 400, saying which targets are served; no id, not recorded as a route, counted as a refusal',
     async (line) => {
       const before = await svc.exposition();

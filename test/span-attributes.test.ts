@@ -75,6 +75,7 @@ describe('url.path and url.query, from the request target as Node received it', 
     // Absolute form (RFC 9112 §3.2.2): the path it is served at; the host it names is no attribute.
     ['http://forged.example/product?tok_live=1&page=2', '/product', `${REDACTED}&page=2`],
     ['HTTPS://forged.example:4443', '/', undefined],
+    ['http://forged.example/product/', '/product/', undefined],
   ])('%s: url.path %s, url.query %s', async (target, path, query) => {
     const seen: IncomingMessage[] = [];
     const server = createServer((req, res) => {
