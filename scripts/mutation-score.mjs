@@ -25,10 +25,22 @@ const cells = ({ killed, survived, noCoverage, ignored }) => [
   ignored,
 ];
 
-/** Every file of the metrics tree, with its path from the tree's root. */
-function filesOf(result, prefix = '') {
-  if (result.file !== undefined) return [{ path: `${prefix}${result.name}`, metrics: result.metrics }];
-  return result.childResults.flatMap((child) => filesOf(child, prefix === '' && result.name === 'All files' ? '' : `${prefix}${result.name}/`));
+/**
+ * Every file of the report, its path from src/, and its counts. From the report's own paths: the
+ * metrics tree names its files from their common directory, so a run of one file names it alone.
+ */
+function filesOf(report) {
+  return Object.entries(report.files).map(([path, { mutants }]) => {
+    const count = (status) => mutants.filter((mutant) => mutant.status === status).length;
+    const metrics = {
+      killed: count('Killed'),
+      timeout: count('Timeout'),
+      survived: count('Survived'),
+      noCoverage: count('NoCoverage'),
+      ignored: count('Ignored'),
+    };
+    return { path: path.replace(/^src\//, ''), metrics };
+  });
 }
 
 /** The rows already in the document: file -> its cells after the file's name. */
@@ -44,12 +56,12 @@ class MutationScoreReporter {
     this.options = options;
   }
 
-  onMutationTestReportReady(_report, metrics) {
+  onMutationTestReportReady(report) {
     const seconds = Math.round(process.uptime());
     // Only the files this run mutated (the report also holds those the incremental file kept), and
     // whole: `--mutate src/x.ts:10-20` mutates part of a file, its row would not be the file's score.
     const whole = (path) => this.options.mutate.some((pattern) => pattern === `src/${path}` || pattern.includes('*'));
-    const files = filesOf(metrics.systemUnderTestMetrics).filter(({ path }) => whole(path));
+    const files = filesOf(report).filter(({ path }) => whole(path));
     if (files.length === 0) return;
     const tested = files.reduce((sum, { metrics: m }) => sum + m.killed + m.timeout + m.survived, 0);
     // `--testFiles`: the score against those files only, said in each row it measured.

@@ -3,8 +3,9 @@
 import { STATUS_CODES } from 'node:http';
 import request from 'supertest';
 import { describe, expect, it, vi } from 'vitest';
+import { sampleValue, requestCount } from './support/exposition';
 import { inProcessForSuite } from './support/in-process';
-import { openRaw, parseResponse, rawExchange } from './support/raw-http';
+import { openRaw, parseResponse, rawExchange, type ParsedResponse } from './support/raw-http';
 import { PRODUCT_ID_MAX as MAX_ID } from '../src/http/routes';
 
 const service = inProcessForSuite();
@@ -19,7 +20,7 @@ function expectProductAnswer(response: request.Response): void {
   expect(body.product_id).toBeLessThanOrEqual(MAX_ID);
 }
 
-function expectProblem(response: request.Response, status: number): void {
+function expectProblem(response: Pick<request.Response, 'status' | 'headers' | 'text'>, status: number): void {
   expect(response.status).toBe(status);
   expect(response.headers['content-type']).toBe('application/problem+json');
   expect(JSON.parse(response.text)).toMatchObject({ type: 'about:blank', status, title: STATUS_CODES[status] });
@@ -135,6 +136,42 @@ describe('unknown paths and wrong methods', () => {
     expect(answer.status).toBe(405);
     expect(answer.headers.allow).toBe('POST');
   });
+});
+
+describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
+  const svc = inProcessForSuite();
+  const idsIssued = (exposition: string): number | undefined => sampleValue(exposition, 'product_ids_issued_total');
+  const send = async (port: number, line: string): Promise<ParsedResponse> =>
+    parseResponse(await rawExchange(port, `${line} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`));
+
+  it('http and https ones are served as their path: the probe, the product, the scrape, each recorded under its route', async () => {
+    expect((await send(svc.port, 'GET http://forged.example/health')).body).toBe('ok');
+    expect((await send(svc.port, 'HEAD HTTPS://forged.example:4443/health?probe=1')).status).toBe(200);
+    expect((await send(svc.port, 'POST http://forged.example/product?x=1')).status).toBe(201);
+    expect((await send(svc.port, 'GET http://forged.example')).status).toBe(404);
+    expect((await send(svc.metricsPort, 'GET http://forged.example/metrics')).status).toBe(200);
+    const exposition = await svc.exposition();
+    expect(requestCount(exposition, 'GET', '/health', 200)).toBe(1);
+    expect(requestCount(exposition, 'HEAD', '/health', 200)).toBe(1);
+    expect(idsIssued(exposition)).toBe(1);
+  });
+
+  it.each(['POST file:///product', 'GET ftp://forged.example/health', 'GET httpx://forged.example/health', 'GET xhttp://forged.example/health'])(
+    '%s: 400, saying which targets are served; no id, not recorded as a route, counted as a refusal',
+    async (line) => {
+      const before = await svc.exposition();
+      const answer = await send(svc.port, line);
+      expectProblem({ ...answer, text: answer.body }, 400);
+      expect(answer.headers['cache-control']).toBe('no-store');
+      expect(JSON.parse(answer.body)).toMatchObject({
+        detail: 'Only origin-form request targets (/path) and absolute-form http:// or https:// targets are served.',
+      });
+      const after = await svc.exposition();
+      expect(idsIssued(after)).toBe(idsIssued(before));
+      const refused = (exposition: string): number => sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'bad_request' }) ?? 0;
+      expect(refused(after)).toBe(refused(before) + 1);
+    },
+  );
 });
 
 describe('a client that resets its connection mid-request', () => {

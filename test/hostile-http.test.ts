@@ -206,40 +206,6 @@ describe('a body over the limit from a client still sending it', () => {
   });
 });
 
-describe('absolute-form request targets (RFC 9112 §3.2.2)', () => {
-  const svc = inProcessForSuite();
-  const send = async (port: number, line: string): Promise<ParsedResponse> =>
-    parseResponse(await exchangeUntilClosed(port, `${line} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`));
-
-  it('http and https ones are served as their path: the probe, the product, the scrape, each recorded under its route', async () => {
-    expect((await send(svc.port, 'GET http://forged.example/health')).body).toBe('ok');
-    expect((await send(svc.port, 'HEAD HTTPS://forged.example:4443/health?probe=1')).status).toBe(200);
-    expect((await send(svc.port, 'POST http://forged.example/product?x=1')).status).toBe(201);
-    expect((await send(svc.port, 'GET http://forged.example')).status).toBe(404);
-    expect((await send(svc.metricsPort, 'GET http://forged.example/metrics')).status).toBe(200);
-    const exposition = await svc.exposition();
-    expect(requestCount(exposition, 'GET', '/health', 200)).toBe(1);
-    expect(requestCount(exposition, 'HEAD', '/health', 200)).toBe(1);
-    expect(idsIssued(exposition)).toBe(1);
-  });
-
-  it.each(['POST file:///product', 'GET ftp://forged.example/health'])(
-    '%s: 400, saying which targets are served; no id, not recorded as a route, counted as a refusal',
-    async (line) => {
-      const before = await svc.exposition();
-      const answer = await send(svc.port, line);
-      expectProblem(answer, 400);
-      expect(JSON.parse(answer.body)).toMatchObject({
-        detail: 'Only origin-form request targets (/path) and absolute-form http:// or https:// targets are served.',
-      });
-      const after = await svc.exposition();
-      expect(idsIssued(after)).toBe(idsIssued(before));
-      const refused = (exposition: string): number => sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'bad_request' }) ?? 0;
-      expect(refused(after)).toBe(refused(before) + 1);
-    },
-  );
-});
-
 /** A request whose framing two parsers could read differently, and the one it would smuggle behind it. */
 const SMUGGLING = 'POST /product HTTP/1.1\r\nHost: x\r\n';
 const BEHIND = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n';

@@ -204,6 +204,9 @@ describe('the built service', () => {
   });
 
   it('includes process and Node.js metrics and the build info', async () => {
+    // prom-client measures the event-loop lag after a scrape's answer, for the next one: a process's
+    // first scrape reads 0, so this test passed only after another had scraped.
+    await scrape(shared.svc.metricsUrl);
     const body = await scrape(shared.svc.metricsUrl);
     for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_limit_bytes']) {
       expect(sampleValue(body, name), name).toBeGreaterThan(0);

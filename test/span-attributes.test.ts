@@ -1,12 +1,15 @@
-// Runs: src in-process; pure functions, no server.
+// Runs: src in-process; pure functions, and a plain node:http server for the request target.
 //
 // The rules behind what a server span records (src/observability/span-attributes.ts), over the
 // forms real proxies and clients write. test/telemetry.test.ts proves the same rules on the spans
 // the built service exports.
-import { BlockList } from 'node:net';
-import { describe, expect, it } from 'vitest';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage } from 'node:http';
+import { BlockList, type AddressInfo } from 'node:net';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { parseConfig } from '../src/config';
-import { clientAddress, redactQuery, REDACTED } from '../src/observability/span-attributes';
+import { clientAddress, createSpanAttributes, redactQuery, REDACTED } from '../src/observability/span-attributes';
+import { rawExchange } from './support/raw-http';
 
 /** The BlockList the service builds from TRUSTED_PROXIES. */
 function trustedList(variable: string): BlockList {
@@ -59,5 +62,30 @@ describe('redactQuery', () => {
     ['', ['page'], ''],
   ])('%j keeping %j: %j', (query, kept, expected) => {
     expect(redactQuery(query, new Set(kept))).toBe(expected);
+  });
+});
+
+describe('url.path and url.query, from the request target as Node received it', () => {
+  const attributesOf = createSpanAttributes({ routed: () => true, queryParams: ['page'], trustedProxies: [] });
+
+  it.each<[target: string, path: string, query: string | undefined]>([
+    ['/product?page=2&tok_live=1', '/product', `page=2&${REDACTED}`],
+    ['/product', '/product', undefined],
+    ['/product?', '/product', ''],
+    // Absolute form (RFC 9112 §3.2.2): the path it is served at; the host it names is no attribute.
+    ['http://forged.example/product?tok_live=1&page=2', '/product', `${REDACTED}&page=2`],
+    ['HTTPS://forged.example:4443', '/', undefined],
+    ['http://forged.example/product/', '/product/', undefined],
+  ])('%s: url.path %s, url.query %s', async (target, path, query) => {
+    const seen: IncomingMessage[] = [];
+    const server = createServer((req, res) => {
+      seen.push(req);
+      res.end();
+    });
+    onTestFinished(() => void server.close());
+    await once(server.listen(0, '127.0.0.1'), 'listening');
+    await rawExchange((server.address() as AddressInfo).port, `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    expect(seen).toHaveLength(1);
+    expect(attributesOf(seen[0] as IncomingMessage)).toMatchObject({ 'url.path': path, 'url.query': query });
   });
 });
