@@ -29,8 +29,18 @@ export default defineConfig({
       { test: { name: 'process', include: PROCESS_SUITES, testTimeout: 30_000, hookTimeout: 30_000 } },
       { test: { name: 'container', include: ['test/container/**/*.test.ts'], testTimeout: 600_000, hookTimeout: 900_000 } },
       { test: { name: 'chart', include: ['test/chart/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 300_000 } },
-      // The live-alert suite runs its scenarios side by side (it.concurrent), more than vitest's default of 5.
-      { test: { name: 'deploy', include: ['test/deploy/**/*.test.ts'], testTimeout: 180_000, hookTimeout: 300_000, maxConcurrency: 16 } },
+      // The live-alert suite runs its scenarios side by side (it.concurrent), more than vitest's default of 5;
+      // its failures print whole (which alerts fired), as CI's summary keeps only a message's first line.
+      {
+        test: {
+          name: 'deploy',
+          include: ['test/deploy/**/*.test.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 300_000,
+          maxConcurrency: 16,
+          chaiConfig: { truncateThreshold: 0 },
+        },
+      },
     ],
   },
 });

@@ -326,7 +326,7 @@ const SCENARIOS: Record<string, Scenario> = {
     collector: true,
     traffic: 0.5,
     heavy: true,
-    alsoFires: ['ProductServiceTelemetryExportFailing'],
+    alsoFires: ['ProductServiceTelemetryExportFailing', 'ProductServiceEventLoopSaturated'],
     cause: (space) => {
       const hung = space.answering('hang');
       space.load(8, 400);
