@@ -58,7 +58,7 @@ COPY scripts/warm-compile-cache.mjs /tmp/
 ENV NODE_ENV=production
 USER 65532:65532
 # The ENTRYPOINT's V8 flags: Node keys the cache by them (--no-incremental-marking changes the code).
-RUN ["/nodejs/bin/node", "--single-threaded-gc", "--no-incremental-marking", "--max-semi-space-size=8", "/tmp/warm-compile-cache.mjs", "/tmp/compile-cache", "/app/dist/main.js"]
+RUN ["/nodejs/bin/node", "--single-threaded-gc", "--no-incremental-marking", "--max-semi-space-size=8", "--no-allocation-site-pretenuring", "/tmp/warm-compile-cache.mjs", "/tmp/compile-cache", "/app/dist/main.js"]
 
 # The runtime: the :nonroot variant runs as uid/gid 65532 and has no shell to exec into.
 FROM ${DISTROLESS_IMAGE:-distroless} AS runtime
@@ -89,8 +89,9 @@ STOPSIGNAL SIGTERM
 # helpers falls behind under full load and keeps ~60 MB more resident) and 8 MiB semi-spaces (shorter
 # scavenges); p99 and RSS in docs/performance.md. On the command line: Node refuses the first two in
 # NODE_OPTIONS, and this semi-space takes precedence over NODE_OPTIONS'. The chart drops all three
-# above one CPU.
-ENTRYPOINT ["/nodejs/bin/node", "--single-threaded-gc", "--no-incremental-marking", "--max-semi-space-size=8", "/app/dist/main.js"]
+# above one CPU. No allocation-site pretenuring at any size (Node refuses it in NODE_OPTIONS too): it
+# could send the process into promoting nearly every request's objects (docs/performance.md, "Pretenuring").
+ENTRYPOINT ["/nodejs/bin/node", "--single-threaded-gc", "--no-incremental-marking", "--max-semi-space-size=8", "--no-allocation-site-pretenuring", "/app/dist/main.js"]
 
 # Build metadata last, so a new revision reuses every layer above.
 ARG VERSION=unknown

@@ -9,5 +9,9 @@
 // semi-spaces (a scavenge's pause grows with the semi-space, not with what survives). They go on
 // the command line: Node refuses the first two in NODE_OPTIONS, and the command line's semi-space
 // takes precedence over NODE_OPTIONS' (docs/performance.md, "The tail at half a core").
-export const SERVICE_NODE_ARGS = ['--single-threaded-gc', '--no-incremental-marking', '--max-semi-space-size=8'];
+// EVERY_POD_NODE_ARGS go on every pod's command line, whatever its CPU: V8's allocation-site
+// pretenuring, tenuring a few per-request allocation sites after a slow warm-up, sent a process into
+// promoting nearly all it copied for its whole life (docs/performance.md, "Pretenuring").
+export const EVERY_POD_NODE_ARGS = ['--no-allocation-site-pretenuring'];
+export const SERVICE_NODE_ARGS = ['--single-threaded-gc', '--no-incremental-marking', '--max-semi-space-size=8', ...EVERY_POD_NODE_ARGS];
 export const SERVICE_NODE_OPTIONS = '--max-semi-space-size=16';

@@ -4,7 +4,7 @@
 // are the service's defaults that the bench ran (src/observability/telemetry.ts).
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from '../../bench/process-flags.mjs';
+import { EVERY_POD_NODE_ARGS, SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from '../../bench/process-flags.mjs';
 import { containerOf, envNames, envValue, set } from './helm';
 
 const NODE = '/nodejs/bin/node';
@@ -23,9 +23,9 @@ describe('process flags: the chart runs what the bench measured', () => {
   );
 
   it.each([[set('resources.limits.cpu=2')], [set('resources.limits.cpu=1.5')], [set('resources.requests.cpu=1500m')]])(
-    "a pod of more than one CPU (%j) starts the image's Node and script without the single-CPU GC flags",
+    "a pod of more than one CPU (%j) starts the image's Node and script without the single-CPU GC flags, still without pretenuring",
     (values) => {
-      expect(containerOf(values).command).toEqual([NODE, MAIN]);
+      expect(containerOf(values).command).toEqual([NODE, ...EVERY_POD_NODE_ARGS, MAIN]);
     },
   );
 
