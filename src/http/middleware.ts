@@ -33,8 +33,7 @@ export function recordRequests(logger: Logger, metrics: Metrics, router: Router)
  * instrumentation-http names the server span from the RPC metadata's route in its listener on the
  * response's 'close', which for a client that left (499) fires before Koa's middleware resumes:
  * the router's match is put there by a listener run just before it. Not at the request's start:
- * with the route written then, every young collection promoted nearly all it copied (1.5 MB
- * against 0.12 MB, docs/performance.md), for the same span.
+ * written then, it sent the young generation into the promote-everything mode (docs/performance.md).
  */
 export function routeOnServerSpan(router: Router): Middleware {
   return function routeOnServerSpan(ctx, next) {
