@@ -62,16 +62,15 @@ export const GOAL_RATE = 1000;
  * and the floor, plain node:http's p99 at the same rate in the same round (both rows valid).
  */
 export function rateSummary(rate, names) {
-  const specs = [...new Set(rate.map((r) => r.spec ?? 'half'))];
+  const specs = [...new Set(rate.map((r) => r.spec))];
   return specs.flatMap((spec) =>
     names.flatMap((name) => {
-      const rs = rate.filter((r) => (r.spec ?? 'half') === spec && r.config === name);
+      const rs = rate.filter((r) => r.spec === spec && r.config === name);
       if (!rs.length) return [];
       const valid = rs.filter(validRow);
       const m = (k, xs = rs) => median(xs.map((r) => r[k]));
-      const floors =
-        spec === 'half' ? [] : valid.map((r) => rate.find((b) => b.config === BASE && b.spec === spec && b.round === r.round)).filter((b) => b && validRow(b));
-      const ratios = spec === 'half' ? [] : valid.flatMap((r) => floors.filter((b) => b.round === r.round).map((b) => r.p99Ms / b.p99Ms));
+      const floors = valid.map((r) => rate.find((b) => b.config === BASE && b.spec === spec && b.round === r.round)).filter((b) => b && validRow(b));
+      const ratios = valid.flatMap((r) => floors.filter((b) => b.round === r.round).map((b) => r.p99Ms / b.p99Ms));
       return [
         {
           spec,
