@@ -10,13 +10,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from './process-flags.mjs';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
-export const BENCH = path.join(ROOT, 'bench');
+const BENCH = path.join(ROOT, 'bench');
 export const RESULTS = path.join(BENCH, 'results');
-export const NODE = process.execPath;
+const NODE = process.execPath;
 
-export const SERVICE = ['dist/main.js'];
+const SERVICE = ['dist/main.js'];
 
-export { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from './process-flags.mjs';
+export { SERVICE_NODE_ARGS } from './process-flags.mjs';
 
 /**
  * A copy of the build, so that a rebuild during a long run cannot mix two builds in one set of
@@ -105,7 +105,7 @@ export function configurations(sinkPort, serviceDir = ROOT, againstDir = undefin
   };
 }
 
-export const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
 const CORES = os.availableParallelism();
 export const PIN = CORES >= 2;
 export const SERVER_CORE = '0';
@@ -116,7 +116,7 @@ export function pinToLoadCore() {
 }
 
 /** @param {string} core @param {string} cmd @param {string[]} argv */
-export function pinned(core, cmd, argv) {
+function pinned(core, cmd, argv) {
   return PIN ? ['taskset', ['-c', core, cmd, ...argv]] : [cmd, argv];
 }
 
@@ -299,7 +299,7 @@ export async function waitHealthy(name, port, exited, everyMs) {
 }
 
 /** The harness's own environment minus anything that would change the servers' behaviour. */
-export function cleanEnv() {
+function cleanEnv() {
   const env = { ...process.env };
   for (const key of Object.keys(env)) {
     if (key.startsWith('OTEL_') || key === 'NODE_OPTIONS' || key === 'LOG_LEVEL') delete env[key];
@@ -320,7 +320,7 @@ export function run(cmd, argv) {
 }
 
 /** Runs a load generator on the load core and parses the line of its output that starts with `prefix`. */
-export async function runJson(prefix, cmd, argv) {
+async function runJson(prefix, cmd, argv) {
   const out = await run(...pinned(LOAD_CORE, cmd, argv));
   const line = out.split('\n').find((l) => l.startsWith(`${prefix} `));
   if (!line) throw new Error(`${cmd} printed no ${prefix} summary:\n${out}`);
@@ -359,7 +359,7 @@ export async function withRssSampling(pid, work) {
 }
 
 /** The value of one Prometheus series summed over the label sets that match `labels` (regexps). */
-export function metricSum(text, name, labels = {}) {
+function metricSum(text, name, labels = {}) {
   let sum = 0;
   for (const line of text.split('\n')) {
     const m = line.match(/^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)/);

@@ -5,8 +5,8 @@ import { MAX_LATE_MS, MAX_WAIT_PCT, rateSummary } from './summary.mjs';
 
 export const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '–');
 
-export const row = (cells) => `| ${cells.join(' | ')} |`;
-export const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
+const row = (cells) => `| ${cells.join(' | ')} |`;
+const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
 
 const closedCells = (s) => [
   `${f(s.cpuUsPerRequest)} (${f(s.cpuUsPerRequestMin)}–${f(s.cpuUsPerRequestMax)})`,

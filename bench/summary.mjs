@@ -52,10 +52,10 @@ export function summarise(samples, names) {
  */
 export const MAX_WAIT_PCT = 1;
 export const MAX_LATE_MS = 1;
-export const validRow = (r) => (r.machineWaitPct ?? r.waitPct) <= MAX_WAIT_PCT && !(r.loadLateP99Ms > MAX_LATE_MS);
+const validRow = (r) => (r.machineWaitPct ?? r.waitPct) <= MAX_WAIT_PCT && !(r.loadLateP99Ms > MAX_LATE_MS);
 
 /** The rate at which the latency goals are judged: about half a core of the traced service. */
-export const GOAL_RATE = 1000;
+const GOAL_RATE = 1000;
 
 /**
  * The fixed-rate rows by rate and configuration: medians over all rounds and over the valid ones,
