@@ -7,9 +7,8 @@ import { parse } from 'yaml';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
 
-/** The compose stack's rule file, rendered from the chart (scripts/render-rules.mjs), and the values it is rendered with. */
+/** The compose stack's rule file, rendered from the chart (scripts/render-rules.mjs). */
 export const DEPLOY_RULES = join(ROOT, 'deploy', 'prometheus', 'rules', 'product-service.yaml');
-export const DEPLOY_RULE_VALUES = join(ROOT, 'deploy', 'prometheus', 'chart-values.yaml');
 /** Values that turn on the synthetic probe (monitoring.probe), and with it ProductServiceProbeFailing. */
 export const PROBE_RULE_VALUES = join(ROOT, 'test', 'deploy', 'rules', 'probe.values.yaml');
 /** The dashboard: the chart's file, which the compose stack's Grafana provisions as it is. */
