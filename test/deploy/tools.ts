@@ -3,7 +3,8 @@ import { once } from 'node:events';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, vi } from 'vitest';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
+import { findOne, set, template } from '../chart/helm';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
 
@@ -15,7 +16,6 @@ export const PROBE_RULE_VALUES = join(ROOT, 'test', 'deploy', 'rules', 'probe.va
 export const DASHBOARD = join(ROOT, 'helm', 'product-service', 'files', 'dashboards', 'product-service.json');
 export const RUNBOOK = join(ROOT, 'docs', 'runbook.md');
 export const COMPOSE = join(ROOT, 'deploy', 'compose.yaml');
-const RENDER_RULES = join(ROOT, 'scripts', 'render-rules.mjs');
 
 export interface Rule {
   alert?: string;
@@ -30,14 +30,11 @@ export interface RuleFile {
   groups: Array<{ name: string; interval?: string; rules: Rule[] }>;
 }
 
-/** Values files and --set pairs go on top of the chart's defaults (scripts/render-rules.mjs runs `helm template`). */
+/** The PrometheusRule's groups as a plain rule file; values files and --set pairs go on top of the chart's defaults. */
 export function renderRules(options: { release: string; namespace: string; values?: string[]; set?: string[] }): string {
-  const args = [RENDER_RULES, '--stdout', '--release', options.release, '--namespace', options.namespace];
-  for (const file of options.values ?? []) args.push('--values', file);
-  for (const pair of options.set ?? []) args.push('--set', pair);
-  const result = run(process.execPath, args);
-  if (result.status !== 0) throw new Error(`render-rules failed: ${result.stderr}`);
-  return result.stdout;
+  const values = (options.values ?? []).flatMap((file) => ['--values', file]);
+  const args = [...set('monitoring.prometheusRule.enabled=true', ...(options.set ?? [])), ...values, '--show-only', 'templates/prometheusrule.yaml'];
+  return stringify(findOne(template(args, options.release, options.namespace), 'PrometheusRule').spec);
 }
 
 export const parseRules = (text: string): RuleFile => parse(text) as RuleFile;
