@@ -5,8 +5,6 @@
 //                                           compose stack's rules, with deploy/prometheus/chart-values.yaml
 //   node scripts/render-rules.mjs --check [--file F]
 //                                           fails (exit 1) if that file (or F) differs from what the chart renders
-//   node scripts/render-rules.mjs --stdout --release R --namespace N [--values FILE]... [--set K=V]...
-//                                           prints the rules of release R in namespace N (the tests' way)
 //
 // Needs helm in .tools/bin (sh scripts/ci/install-helm.sh).
 import { spawnSync } from 'node:child_process';
@@ -26,7 +24,7 @@ const DEPLOY_RELEASE = { release: 'product-service', namespace: 'local' };
 const args = process.argv.slice(2);
 const option = (name) => args.flatMap((arg, i) => (arg === name && args[i + 1] !== undefined ? [args[i + 1]] : []));
 
-function render({ release, namespace, values, set }) {
+function render({ release, namespace, values }) {
   const run = spawnSync(
     helm,
     [
@@ -45,7 +43,6 @@ function render({ release, namespace, values, set }) {
       '--set',
       'monitoring.prometheusRule.enabled=true',
       ...values.flatMap((file) => ['--values', file]),
-      ...set.flatMap((pair) => ['--set', pair]),
       '--show-only',
       'templates/prometheusrule.yaml',
     ],
@@ -71,24 +68,18 @@ function render({ release, namespace, values, set }) {
   return stringify({ groups }, { lineWidth: 0 });
 }
 
-if (args.includes('--stdout')) {
-  const [release = DEPLOY_RELEASE.release] = option('--release');
-  const [namespace = DEPLOY_RELEASE.namespace] = option('--namespace');
-  process.stdout.write(render({ release, namespace, values: option('--values'), set: option('--set') }));
-} else {
-  const header =
-    `# Generated from helm/product-service/templates/prometheusrule.yaml with ${relative(root, DEPLOY_VALUES)}\n` +
-    `# (release ${DEPLOY_RELEASE.release}, namespace ${DEPLOY_RELEASE.namespace}) by \`npm run deploy:rules\`: edit the chart, not this file.\n`;
-  const rendered = header + render({ ...DEPLOY_RELEASE, values: [DEPLOY_VALUES], set: [] });
-  if (args.includes('--check')) {
-    const [file = DEPLOY_RULES] = option('--file');
-    if (readFileSync(file, 'utf8') !== rendered) {
-      console.error(`${relative(root, file)} differs from what the chart renders. Run: npm run deploy:rules`);
-      process.exit(1);
-    }
-    console.log(`${relative(root, file)} is what the chart renders`);
-  } else {
-    writeFileSync(DEPLOY_RULES, rendered);
-    console.log(`wrote ${relative(root, DEPLOY_RULES)}`);
+const header =
+  `# Generated from helm/product-service/templates/prometheusrule.yaml with ${relative(root, DEPLOY_VALUES)}\n` +
+  `# (release ${DEPLOY_RELEASE.release}, namespace ${DEPLOY_RELEASE.namespace}) by \`npm run deploy:rules\`: edit the chart, not this file.\n`;
+const rendered = header + render({ ...DEPLOY_RELEASE, values: [DEPLOY_VALUES] });
+if (args.includes('--check')) {
+  const [file = DEPLOY_RULES] = option('--file');
+  if (readFileSync(file, 'utf8') !== rendered) {
+    console.error(`${relative(root, file)} differs from what the chart renders. Run: npm run deploy:rules`);
+    process.exit(1);
   }
+  console.log(`${relative(root, file)} is what the chart renders`);
+} else {
+  writeFileSync(DEPLOY_RULES, rendered);
+  console.log(`wrote ${relative(root, DEPLOY_RULES)}`);
 }

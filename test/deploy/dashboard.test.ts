@@ -81,7 +81,6 @@ describe('Grafana dashboard', () => {
   });
 
   const targets = promTargets(dashboard);
-  it('has PromQL targets', () => expect(targets.length).toBeGreaterThan(30));
 
   /** Panels filter down to the selected pods and instances; annotations mark the whole job and namespace. */
   function checkQuery(expr: string, service = SERVICE): void {

@@ -25,7 +25,7 @@ import { ALERTMANAGER_CONFIG, startAlertmanager } from './alertmanager';
 import { probeScrapeConfig, renderProbe, startBlackboxExporter } from './blackbox-exporter';
 import { startKubeStateMetrics, type KubeStateMetrics } from './kube-state-metrics';
 import { PROMETHEUS_WAIT, SCRAPE_INTERVAL, startPrometheus, type ActiveAlert, type Prometheus } from './prometheus';
-import { PROBE_RULE_VALUES, RUNBOOK, alertsOf, interpolate, loadDashboard, parseRules, promTargets, renderRules, type Rule, type RuleFile } from './tools';
+import { PROBE_RULE_VALUES, RUNBOOK, alertsOf, parseRules, renderRules, type Rule, type RuleFile } from './tools';
 
 const RELEASE = 'products';
 /** The release's full name: its job, its Deployment, and the prefix of its pods' names. */
@@ -199,13 +199,8 @@ const SCENARIOS: Record<string, Scenario> = {
     slo: 'availability',
     alsoFires: ['ProductServiceNoIdsIssued'],
     did: 'Rolled out `FAULT_ERROR_RATIO=1` under 4 POST /product a second',
-    collector: true,
     traffic: 4,
     ...rollout({ FAULT_ERROR_RATIO: '1' }),
-    end: async (space) => {
-      await followAnExemplar(space);
-      return space.rollout({});
-    },
   },
   slow: {
     alerts: BURN_RATES,
@@ -770,36 +765,6 @@ class Namespace {
   }
 }
 
-/** The runbook's walk from the dashboard's latency heatmap to a failing request's trace and log lines. */
-async function followAnExemplar(space: Namespace): Promise<void> {
-  const heatmap = promTargets(loadDashboard()).find(({ panel }) => panel.title === 'POST /product latency heatmap');
-  const expr = interpolate(heatmap?.expr ?? '', { job: JOB, namespace: space.name, pod: '.*', instance: '.*' }, '1m');
-  const exemplars = await vi.waitFor(
-    async () => {
-      const result = await prometheus.api<Array<{ seriesLabels: Record<string, string>; exemplars: Array<{ labels: Record<string, string> }> }>>(
-        '/api/v1/query_exemplars',
-        { query: expr, start: String((Date.now() - 120_000) / 1000), end: String(Date.now() / 1000) },
-      );
-      const failed = result.data.filter((series) => series.seriesLabels.http_response_status_code === '500').flatMap((series) => series.exemplars);
-      expect(failed.length).toBeGreaterThan(0);
-      return failed;
-    },
-    { ...PROMETHEUS_WAIT, message: 'no exemplar of a 500 on the latency heatmap' },
-  );
-  const traceId = exemplars[0]?.labels.trace_id ?? '';
-  const spans = (await space.collector?.waitForSpans((span) => span.traceId === traceId)) ?? [];
-  expect(spans.find((span) => span.traceId === traceId)).toMatchObject({ name: 'POST /product', status: { code: 2 } });
-  const lines = (space.serving.service as ServiceProcess).logLines().filter((line) => line.trace_id === traceId);
-  expect(lines).toEqual([
-    expect.objectContaining({
-      level: 'error',
-      msg: 'unexpected error while serving a request',
-      err: expect.objectContaining({ type: 'InjectedFault' }) as unknown,
-    }),
-    expect.objectContaining({ level: 'info', msg: 'request completed', status: 500 }),
-  ]);
-}
-
 describe('every alert the chart renders, fired by the real service', () => {
   const suiteStarted = Date.now();
   const rows: Row[] = [];
@@ -894,21 +859,17 @@ describe('every alert the chart renders, fired by the real service', () => {
 
     const probeJobs = probed.map(([name]) => probeScrapeConfig(renderProbe(RELEASE, name), blackbox.address, [`${space(name).serving.baseUrl}/health`], '1s'));
 
-    prometheus = await startPrometheus(
-      dir,
-      {
-        rule_files: ruleFiles,
-        alerting: { alertmanagers: [{ static_configs: [{ targets: [alertmanager.address] }] }] },
-        scrape_configs: [
-          // The job the chart's ServiceMonitor produces: the release's full name.
-          { job_name: JOB, file_sd_configs: [{ files: [join(targetsDir, '*.json')], refresh_interval: '1s' }] },
-          // kube-state-metrics' own labels (namespace, pod) are kept, as kube-prometheus-stack does.
-          { job_name: 'kube-state-metrics', honor_labels: true, static_configs: [{ targets: [ksm.target] }] },
-          ...probeJobs,
-        ],
-      },
-      ['--enable-feature=exemplar-storage'],
-    );
+    prometheus = await startPrometheus(dir, {
+      rule_files: ruleFiles,
+      alerting: { alertmanagers: [{ static_configs: [{ targets: [alertmanager.address] }] }] },
+      scrape_configs: [
+        // The job the chart's ServiceMonitor produces: the release's full name.
+        { job_name: JOB, file_sd_configs: [{ files: [join(targetsDir, '*.json')], refresh_interval: '1s' }] },
+        // kube-state-metrics' own labels (namespace, pod) are kept, as kube-prometheus-stack does.
+        { job_name: 'kube-state-metrics', honor_labels: true, static_configs: [{ targets: [ksm.target] }] },
+        ...probeJobs,
+      ],
+    });
     cleanups.push(() => prometheus.stop());
     watcher = new AlertWatcher();
     cleanups.push(() => watcher.stop());

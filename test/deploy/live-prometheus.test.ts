@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { PRODUCT_ID_MAX, PRODUCT_ID_MIN } from '../../src/http/routes';
 import { must } from '../chart/helm';
 import { sampleValue, scrape } from '../support/exposition';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver';
@@ -29,7 +28,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   let rulesFile = '';
   let trafficStarted = 0;
   const ids: number[] = [];
-  const statuses = new Map<number, number>();
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
@@ -69,24 +67,18 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     // Successes, a 404 and a 405, so that every panel has something to show.
     trafficStarted = Date.now();
     const base = service.baseUrl;
-    const count = (status: number): void => void statuses.set(status, (statuses.get(status) ?? 0) + 1);
     while (Date.now() - trafficStarted < 12_000) {
       const posts = Array.from({ length: 5 }, async () => {
         const response = await fetch(`${base}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' });
-        count(response.status);
         if (response.status === 201) ids.push(((await response.json()) as { product_id: number }).product_id);
         else await response.arrayBuffer();
       });
       // The 404 comes "through a proxy" that received it 5 ms earlier: the queue-time panel has data.
       const others = ['/health', '/no-such-path'].map(async (path) => {
         const response = await fetch(`${base}${path}`, path === '/health' ? {} : { headers: { 'x-request-start': `t=${Date.now() - 5}` } });
-        count(response.status);
         await response.arrayBuffer();
       });
-      const wrongMethod = fetch(`${base}/product`, { method: 'DELETE' }).then(async (response) => {
-        count(response.status);
-        await response.arrayBuffer();
-      });
+      const wrongMethod = fetch(`${base}/product`, { method: 'DELETE' }).then((response) => response.arrayBuffer());
       await Promise.all([...posts, ...others, wrongMethod]);
       await sleep(100);
     }
@@ -101,16 +93,8 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     if (dir !== '') rmSync(dir, { recursive: true, force: true });
   });
 
-  it('the service answered the traffic as specified', () => {
-    expect(ids.length).toBeGreaterThan(200);
-    expect(statuses.get(201)).toBe(ids.length);
-    expect(statuses.get(404)).toBeGreaterThan(0);
-    expect(statuses.get(405)).toBeGreaterThan(0);
-    expect([...statuses.keys()].sort()).toEqual([200, 201, 404, 405]);
-    for (const id of ids) expect(Number.isInteger(id) && id >= PRODUCT_ID_MIN && id <= PRODUCT_ID_MAX).toBe(true);
-  });
-
   it('product_ids_issued_total in Prometheus equals the ids the test received', async () => {
+    expect(ids.length).toBeGreaterThan(200);
     const issued = await prom().query(`product_ids_issued_total{job="${JOB}"}`);
     expect(issued.data.result.map((sample) => Number(sample.value[1]))).toEqual([ids.length]);
     const created = await prom().query(

@@ -77,11 +77,6 @@ beforeAll(async () => {
       operator: [{ target_label: 'job', replacement: `${NAMESPACE}/${podMonitor.metadata?.name ?? ''}` }],
       endpoint: must(pmEndpoint, 'PodMonitor endpoint'),
     },
-    'serviceMonitor-without-the-chart-relabeling': {
-      meta: { __meta_kubernetes_service_name: metricsService, __meta_kubernetes_pod_name: `${JOB}-default` },
-      operator: serviceMonitorJob,
-      endpoint: { ...must(smEndpoint, 'ServiceMonitor endpoint'), relabelings: smEndpoint?.relabelings?.slice(1) },
-    },
   };
 
   const rules = findOne(withServiceMonitor, 'PrometheusRule').spec;
@@ -110,7 +105,7 @@ beforeAll(async () => {
     })),
   });
   await vi.waitFor(async () => {
-    expect((await query('up == 1')).length, prometheus?.log()).toBe(3);
+    expect((await query('up == 1')).length, prometheus?.log()).toBe(2);
   }, PROMETHEUS_WAIT);
 }, 60_000);
 
@@ -127,11 +122,6 @@ describe("the job of the chart's monitors, in a real Prometheus", () => {
     expect(jobOf(`${JOB}-sm`)).toBe(JOB);
     expect(jobOf(`${JOB}-pm`)).toBe(JOB);
     expect(up.find((sample) => sample.metric.pod === `${JOB}-sm`)?.metric).toMatchObject({ service: `${JOB}-metrics`, endpoint: 'metrics' });
-  });
-
-  it("would be the metrics Service's name without the chart's relabeling: the rules would select nothing", async () => {
-    const up = await query(`up{pod="${JOB}-default"}`);
-    expect(up.map((sample) => sample.metric.job)).toEqual([`${JOB}-metrics`]);
   });
 
   it("gives the chart's rules the series they select, from both monitors' targets", async () => {

@@ -3,20 +3,19 @@ import { once } from 'node:events';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, vi } from 'vitest';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
+import { findOne, set, template } from '../chart/helm';
 import { ROOT } from '../support/paths';
 import { freePort } from '../support/service-process';
 
-/** The compose stack's rule file, rendered from the chart (scripts/render-rules.mjs), and the values it is rendered with. */
+/** The compose stack's rule file, rendered from the chart (scripts/render-rules.mjs). */
 export const DEPLOY_RULES = join(ROOT, 'deploy', 'prometheus', 'rules', 'product-service.yaml');
-export const DEPLOY_RULE_VALUES = join(ROOT, 'deploy', 'prometheus', 'chart-values.yaml');
 /** Values that turn on the synthetic probe (monitoring.probe), and with it ProductServiceProbeFailing. */
 export const PROBE_RULE_VALUES = join(ROOT, 'test', 'deploy', 'rules', 'probe.values.yaml');
 /** The dashboard: the chart's file, which the compose stack's Grafana provisions as it is. */
 export const DASHBOARD = join(ROOT, 'helm', 'product-service', 'files', 'dashboards', 'product-service.json');
 export const RUNBOOK = join(ROOT, 'docs', 'runbook.md');
 export const COMPOSE = join(ROOT, 'deploy', 'compose.yaml');
-const RENDER_RULES = join(ROOT, 'scripts', 'render-rules.mjs');
 
 export interface Rule {
   alert?: string;
@@ -31,14 +30,11 @@ export interface RuleFile {
   groups: Array<{ name: string; interval?: string; rules: Rule[] }>;
 }
 
-/** Values files and --set pairs go on top of the chart's defaults (scripts/render-rules.mjs runs `helm template`). */
+/** The PrometheusRule's groups as a plain rule file; values files and --set pairs go on top of the chart's defaults. */
 export function renderRules(options: { release: string; namespace: string; values?: string[]; set?: string[] }): string {
-  const args = [RENDER_RULES, '--stdout', '--release', options.release, '--namespace', options.namespace];
-  for (const file of options.values ?? []) args.push('--values', file);
-  for (const pair of options.set ?? []) args.push('--set', pair);
-  const result = run(process.execPath, args);
-  if (result.status !== 0) throw new Error(`render-rules failed: ${result.stderr}`);
-  return result.stdout;
+  const values = (options.values ?? []).flatMap((file) => ['--values', file]);
+  const args = [...set('monitoring.prometheusRule.enabled=true', ...(options.set ?? [])), ...values, '--show-only', 'templates/prometheusrule.yaml'];
+  return stringify(findOne(template(args, options.release, options.namespace), 'PrometheusRule').spec);
 }
 
 export const parseRules = (text: string): RuleFile => parse(text) as RuleFile;
