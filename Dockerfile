@@ -45,7 +45,7 @@ RUN --mount=type=cache,target=/root/.npm \
       -o -name '*.md' -o -name '*.markdown' \) -delete \
  && find node_modules -depth -type d -empty -delete
 
-# Node's compile cache (about a quarter of the start-up time with tracing on, bench/startup.mjs).
+# Node's compile cache (about a quarter of the start-up time with tracing on, docs/performance.md).
 # Node uses it only with the same Node build, V8 flags, CPU features, user id and absolute paths, so
 # the runtime image's own Node fills it as the runtime user from the runtime paths. On a different
 # CPU the service starts as without it (no error; the cache is read-only).

@@ -10,13 +10,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from './process-flags.mjs';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
-export const BENCH = path.join(ROOT, 'bench');
+const BENCH = path.join(ROOT, 'bench');
 export const RESULTS = path.join(BENCH, 'results');
-export const NODE = process.execPath;
+const NODE = process.execPath;
 
-export const SERVICE = ['dist/main.js'];
+const SERVICE = ['dist/main.js'];
 
-export { SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from './process-flags.mjs';
+export { SERVICE_NODE_ARGS } from './process-flags.mjs';
 
 /**
  * A copy of the build, so that a rebuild during a long run cannot mix two builds in one set of
@@ -105,7 +105,7 @@ export function configurations(sinkPort, serviceDir = ROOT, againstDir = undefin
   };
 }
 
-export const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
 const CORES = os.availableParallelism();
 export const PIN = CORES >= 2;
 export const SERVER_CORE = '0';
@@ -116,7 +116,7 @@ export function pinToLoadCore() {
 }
 
 /** @param {string} core @param {string} cmd @param {string[]} argv */
-export function pinned(core, cmd, argv) {
+function pinned(core, cmd, argv) {
   return PIN ? ['taskset', ['-c', core, cmd, ...argv]] : [cmd, argv];
 }
 
@@ -248,52 +248,38 @@ export async function startSink() {
 export const logDir = path.join(RESULTS, 'logs.tmp');
 
 /**
- * The start-up time includes the exec of `taskset`. stdout is a file, not a pipe this harness would
- * have to drain (back-pressure and our own CPU in the measurement).
+ * The start-up time includes the exec of `taskset`. stdout goes to /dev/null, not a pipe this
+ * harness would have to drain (back-pressure and our own CPU in the measurement).
  */
-export async function startServer(name, config, { logs = logDir, stdout = '/dev/null', everyMs = 2, sampleRss = false } = {}) {
+export async function startServer(name, config) {
   const [port, metricsPort] = await freePorts(2);
   const env = { ...cleanEnv(), HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort), ...config.env };
-  fs.mkdirSync(logs, { recursive: true });
-  const stderrPath = path.join(logs, `${name}.stderr`);
-  const stdoutFd = typeof stdout === 'number' ? stdout : fs.openSync(stdout, 'w');
+  fs.mkdirSync(logDir, { recursive: true });
+  const stderrPath = path.join(logDir, `${name}.stderr`);
   const stderrFd = fs.openSync(stderrPath, 'w');
   const [cmd, argv] = pinned(SERVER_CORE, NODE, [...(config.nodeArgs ?? []), ...config.args]);
   const t0 = performance.now();
-  const child = spawn(cmd, argv, { cwd: config.cwd ?? ROOT, env, stdio: ['ignore', stdoutFd, stderrFd] });
-  if (stdoutFd !== stdout) fs.closeSync(stdoutFd);
+  const child = spawn(cmd, argv, { cwd: config.cwd ?? ROOT, env, stdio: ['ignore', 'ignore', stderrFd] });
   fs.closeSync(stderrFd);
-  let peak = 0;
-  const sampler = sampleRss && setInterval(() => (peak = Math.max(peak, rssMb(child.pid) || 0)), 100);
   let exited = null;
-  const exit = new Promise((resolve) =>
-    child.once('exit', (code, signal) => {
-      clearInterval(sampler);
-      resolve((exited = { code, signal, atMs: performance.now() }));
-    }),
-  );
+  const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve((exited = { code, signal }))));
   const server = {
-    child,
     pid: child.pid,
     port,
     metricsPort,
     startupMs: NaN,
     stderrPath,
-    exit,
-    exited: () => exited,
-    peakRssMb: () => (peak > 0 ? peak : NaN),
-    /** Sends `signal` and resolves {code, signal, ms} (ms from the signal to the exit); SIGKILL after `killAfterMs`. */
-    async stop(signal = 'SIGTERM', killAfterMs = 30_000) {
-      if (exited) return { code: exited.code, signal: exited.signal, ms: 0 };
-      const sentAt = performance.now();
-      child.kill(signal);
-      const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-      const { code, signal: by, atMs } = await exit;
+    /** SIGTERM, and resolves {code, signal}; SIGKILL after 30 s. */
+    async stop() {
+      if (exited) return exited;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      await exit;
       clearTimeout(timer);
-      return { code, signal: by, ms: atMs - sentAt };
+      return exited;
     },
   };
-  if (await waitHealthy(name, port, () => exited, everyMs)) server.startupMs = performance.now() - t0;
+  if (await waitHealthy(name, port, () => exited, 2)) server.startupMs = performance.now() - t0;
   else throw new Error(`${name} exited during start-up (${JSON.stringify(exited)}):\n${fs.readFileSync(stderrPath, 'utf8').slice(-2000)}`);
   return server;
 }
@@ -313,7 +299,7 @@ export async function waitHealthy(name, port, exited, everyMs) {
 }
 
 /** The harness's own environment minus anything that would change the servers' behaviour. */
-export function cleanEnv() {
+function cleanEnv() {
   const env = { ...process.env };
   for (const key of Object.keys(env)) {
     if (key.startsWith('OTEL_') || key === 'NODE_OPTIONS' || key === 'LOG_LEVEL') delete env[key];
@@ -334,7 +320,7 @@ export function run(cmd, argv) {
 }
 
 /** Runs a load generator on the load core and parses the line of its output that starts with `prefix`. */
-export async function runJson(prefix, cmd, argv) {
+async function runJson(prefix, cmd, argv) {
   const out = await run(...pinned(LOAD_CORE, cmd, argv));
   const line = out.split('\n').find((l) => l.startsWith(`${prefix} `));
   if (!line) throw new Error(`${cmd} printed no ${prefix} summary:\n${out}`);
@@ -373,7 +359,7 @@ export async function withRssSampling(pid, work) {
 }
 
 /** The value of one Prometheus series summed over the label sets that match `labels` (regexps). */
-export function metricSum(text, name, labels = {}) {
+function metricSum(text, name, labels = {}) {
   let sum = 0;
   for (const line of text.split('\n')) {
     const m = line.match(/^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)/);

@@ -5,8 +5,8 @@ import { MAX_LATE_MS, MAX_WAIT_PCT, rateSummary } from './summary.mjs';
 
 export const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '–');
 
-export const row = (cells) => `| ${cells.join(' | ')} |`;
-export const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
+const row = (cells) => `| ${cells.join(' | ')} |`;
+const header = (cells) => [row(cells), `|${cells.map(() => '---').join('|')}|`];
 
 const closedCells = (s) => [
   `${f(s.cpuUsPerRequest)} (${f(s.cpuUsPerRequestMin)}–${f(s.cpuUsPerRequestMax)})`,
@@ -56,9 +56,8 @@ function closedTable({ meta, summary }) {
 }
 
 function rateTable({ meta, rate }) {
-  const rates = meta.options.rates ?? [meta.options.rate ?? 'half'];
   const lines = [
-    `Fixed rates (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time): ${rates.map((x) => (x === 'half' ? "half of each configuration's median closed-loop throughput" : `${x} req/s`)).join(', ')}${meta.options.rateWarmup ? `, each window after ${meta.options.rateWarmup} s at that rate` : ''}. A round is valid when other processes made the server's event-loop thread wait for a CPU at most ${MAX_WAIT_PCT} % of the window (schedstat; its wait minus its other threads' run time, as it is pinned to one core) and the load generator sent its slowest 1 % at most ${MAX_LATE_MS} ms late (bench/README.md, "How it measures"); latencies are medians over the valid rounds, "–" when none was. Floor: plain node:http's p99 at the same rate in the same round.`,
+    `Fixed rates (open loop, bench/load-open.mjs, 64 keep-alive connections, latency from the intended send time): ${meta.options.rates.map((x) => `${x} req/s`).join(', ')}${meta.options.rateWarmup ? `, each window after ${meta.options.rateWarmup} s at that rate` : ''}. A round is valid when other processes made the server's event-loop thread wait for a CPU at most ${MAX_WAIT_PCT} % of the window (schedstat; its wait minus its other threads' run time, as it is pinned to one core) and the load generator sent its slowest 1 % at most ${MAX_LATE_MS} ms late (bench/README.md, "How it measures"); latencies are medians over the valid rounds, "–" when none was. Floor: plain node:http's p99 at the same rate in the same round.`,
     '',
     ...header([
       'rate',
@@ -84,7 +83,7 @@ function rateTable({ meta, rate }) {
   for (const r of rateSummary(rate, meta.configs)) {
     lines.push(
       row([
-        r.spec === 'half' ? `half (${f(r.targetRps, 0)})` : String(r.spec),
+        String(r.spec),
         r.config,
         f(r.rps, 0),
         `${r.validRounds}/${r.rounds}`,

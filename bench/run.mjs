@@ -34,7 +34,7 @@ const { values: args } = parseArgs({
     duration: { type: 'string' }, // seconds of measured load per configuration and round
     configs: { type: 'string' },
     'rate-mode': { type: 'boolean' },
-    rate: { type: 'string' }, // fixed rates, comma-separated: req/s, or `half` (of each configuration's closed-loop max)
+    rate: { type: 'string' }, // fixed rates in req/s, comma-separated
     'rate-rounds': { type: 'string' }, // rounds of the fixed-rate phase (default: --rounds)
     startup: { type: 'string' }, // extra start-up-only samples per configuration
     against: { type: 'string' }, // another build (dist/ + package.json) to run beside this one
@@ -70,8 +70,8 @@ const opts = {
   connections: 50,
   rateMode: Boolean(args['rate-mode'] || smoke),
   // Absolute rates, so that every configuration (plain node:http the floor) is measured at the
-  // same load; 1,000 req/s is about half a core of the traced service; `half` is each one's own half.
-  rates: (args.rate ?? '300,1000,half').split(',').map((x) => (x === 'half' ? x : Number(x))),
+  // same load; 1,000 req/s is about half a core of the traced service.
+  rates: (args.rate ?? '300,1000').split(',').map(Number),
   rateRounds: Number(args['rate-rounds'] ?? (args.rounds === '0' ? 3 : (args.rounds ?? (smoke ? 1 : 5)))),
   // A traced process's first seconds have one-time stalls (lazy compilation, the first exports)
   // that would otherwise set a short window's p99.
@@ -133,13 +133,11 @@ async function measureAll(all, sink) {
 
   let rate = [];
   if (opts.rateMode) {
-    const rates = samples.length ? opts.rates : opts.rates.filter((x) => x !== 'half');
-    if (rates.length === 0) throw new Error('--rate half needs closed-loop rounds');
     rate = await interleaved(
       opts.rateRounds,
-      rates.flatMap((spec) => opts.configs.map((name) => ({ spec, name }))),
+      opts.rates.flatMap((spec) => opts.configs.map((name) => ({ spec, name }))),
       ({ spec, name }, round) => `${name} at ${spec} req/s, fixed-rate round ${round}`,
-      async ({ spec, name }, round) => ({ round, spec, ...(await measureRate(name, all[name], spec === 'half' ? summary[name].rps / 2 : spec, opts)) }),
+      async ({ spec, name }, round) => ({ round, spec, ...(await measureRate(name, all[name], spec, opts)) }),
       (r, what) => {
         console.error(
           `rate  ${r.round} ${r.config.padEnd(16)} ${f(r.rps, 0)}/${r.targetRps} req/s  p50 ${f(r.p50Ms, 2)} ms  p99 ${f(r.p99Ms, 2)} ms  thread wait ${f(r.waitPct, 2)} % (others' ${f(r.machineWaitPct, 2)} %, load late ${f(r.loadLateP99Ms, 2)} ms)  CPU pressure ${f(r.pressurePct, 1)} %`,

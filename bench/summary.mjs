@@ -52,26 +52,25 @@ export function summarise(samples, names) {
  */
 export const MAX_WAIT_PCT = 1;
 export const MAX_LATE_MS = 1;
-export const validRow = (r) => (r.machineWaitPct ?? r.waitPct) <= MAX_WAIT_PCT && !(r.loadLateP99Ms > MAX_LATE_MS);
+const validRow = (r) => (r.machineWaitPct ?? r.waitPct) <= MAX_WAIT_PCT && !(r.loadLateP99Ms > MAX_LATE_MS);
 
 /** The rate at which the latency goals are judged: about half a core of the traced service. */
-export const GOAL_RATE = 1000;
+const GOAL_RATE = 1000;
 
 /**
  * The fixed-rate rows by rate and configuration: medians over all rounds and over the valid ones,
  * and the floor, plain node:http's p99 at the same rate in the same round (both rows valid).
  */
 export function rateSummary(rate, names) {
-  const specs = [...new Set(rate.map((r) => r.spec ?? 'half'))];
+  const specs = [...new Set(rate.map((r) => r.spec))];
   return specs.flatMap((spec) =>
     names.flatMap((name) => {
-      const rs = rate.filter((r) => (r.spec ?? 'half') === spec && r.config === name);
+      const rs = rate.filter((r) => r.spec === spec && r.config === name);
       if (!rs.length) return [];
       const valid = rs.filter(validRow);
       const m = (k, xs = rs) => median(xs.map((r) => r[k]));
-      const floors =
-        spec === 'half' ? [] : valid.map((r) => rate.find((b) => b.config === BASE && b.spec === spec && b.round === r.round)).filter((b) => b && validRow(b));
-      const ratios = spec === 'half' ? [] : valid.flatMap((r) => floors.filter((b) => b.round === r.round).map((b) => r.p99Ms / b.p99Ms));
+      const floors = valid.map((r) => rate.find((b) => b.config === BASE && b.spec === spec && b.round === r.round)).filter((b) => b && validRow(b));
+      const ratios = valid.flatMap((r) => floors.filter((b) => b.round === r.round).map((b) => r.p99Ms / b.p99Ms));
       return [
         {
           spec,

@@ -142,7 +142,7 @@ function readAddressRanges(env: Env, name: string): readonly AddressRange[] {
     }
     return { address, prefix: prefix === undefined ? bits : Number(prefix), family: version === 6 ? 'ipv6' : 'ipv4' } as const;
   });
-  if (trustsEveryone(ranges)) {
+  if (ranges.some(trustsEveryone)) {
     throw new ConfigError(name, readVariable(env, name) ?? '', "together these ranges trust every client: name the peers' own ranges, e.g. 10.0.0.0/8");
   }
   return ranges;
@@ -168,14 +168,13 @@ function readTrust(env: Env) {
 
 /** A public range is allowed (a CDN's), but said at start: anyone there is believed. */
 function publicRangesIn(lists: Readonly<Record<string, readonly AddressRange[]>>): string[] {
-  const list = new BlockList();
-  for (const range of PRIVATE_RANGES) {
+  const privateRanges = PRIVATE_RANGES.map((range) => {
     const [address = '', prefix] = range.split('/');
-    list.addSubnet(address, Number(prefix), isIP(address) === 6 ? 'ipv6' : 'ipv4');
-  }
+    return listOf({ address, prefix: Number(prefix), family: isIP(address) === 6 ? 'ipv6' : 'ipv4' });
+  });
   return Object.entries(lists).flatMap(([name, ranges]) =>
     ranges
-      .filter((range) => !boundsOf(range).every((n) => list.check(fromBigInt(n, range.family), range.family)))
+      .filter((range) => !privateRanges.some((outer) => holds(outer, range)))
       .map(({ address, prefix }) => `${name} names a public range, ${address}/${prefix}: every host there is believed`),
   );
 }
@@ -188,57 +187,26 @@ function readQueueTime(env: Env, from: readonly AddressRange[]): { header: strin
   return { header: header.toLowerCase(), from };
 }
 
-/** A range's first and last address, as numbers. */
-function boundsOf({ address, prefix, family }: AddressRange): [bigint, bigint] {
-  const hostBits = BigInt((family === 'ipv4' ? 32 : 128) - prefix);
-  const first = (toBigInt(address, family) >> hostBits) << hostBits;
-  return [first, first + (1n << hostBits) - 1n];
-}
-
-/**
- * By hand since BlockList answers per address and no dependency here merges ranges; judged as
- * BlockList matches (an IPv4 client also against IPv6 ranges, through its IPv4-mapped address):
- * the union's first uncovered address, if any, is the lowest one or the one just past a range.
- */
-function trustsEveryone(ranges: readonly AddressRange[]): boolean {
-  if (ranges.length === 0) return false;
+/** A range's BlockList, which matches an IPv4 client also against IPv6 ranges, through its IPv4-mapped address. */
+function listOf(range: AddressRange): { range: AddressRange; list: BlockList } {
   const list = new BlockList();
-  for (const { address, prefix, family } of ranges) list.addSubnet(address, prefix, family);
-  const mapped = 0xffff00000000n;
-  const candidates = { ipv4: new Set([0n]), ipv6: new Set([0n]) };
-  for (const range of ranges) {
-    const { family } = range;
-    const next = boundsOf(range)[1] + 1n;
-    if (family === 'ipv4' || (next >= mapped && next < mapped + 2n ** 32n)) candidates.ipv4.add(family === 'ipv4' ? next : next - mapped);
-    candidates.ipv6.add(family === 'ipv6' ? next : next + mapped);
-  }
-  const covers = (family: 'ipv4' | 'ipv6'): boolean =>
-    [...candidates[family]].every((n) => n >= 2n ** (family === 'ipv4' ? 32n : 128n) || list.check(fromBigInt(n, family), family));
-  return covers('ipv4') || covers('ipv6');
+  list.addSubnet(range.address, range.prefix, range.family);
+  return { range, list };
 }
 
-function toBigInt(address: string, family: 'ipv4' | 'ipv6'): bigint {
-  if (family === 'ipv4') return address.split('.').reduce((n, part) => (n << 8n) + BigInt(part), 0n);
-  // An embedded IPv4 tail (::ffff:10.0.0.1) becomes two groups; '::' stands for the missing zero groups.
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(address)?.[1];
-  const hex =
-    v4 === undefined
-      ? address
-      : address.replace(
-          v4,
-          toBigInt(v4, 'ipv4')
-            .toString(16)
-            .padStart(8, '0')
-            .replace(/^(.{4})/, '$1:'),
-        );
-  const [head = '', tail] = hex.split('::');
-  const groups = (part: string): string[] => (part === '' ? [] : part.split(':'));
-  const all = tail === undefined ? groups(head) : [...groups(head), ...Array<string>(8 - groups(head).length - groups(tail).length).fill('0'), ...groups(tail)];
-  return all.reduce((n, group) => (n << 16n) + BigInt(`0x${group}`), 0n);
+/** A range's prefix in IPv6's space, where IPv4's addresses are the last 32 bits (IPv4-mapped). */
+const prefixIn6 = ({ prefix, family }: AddressRange): number => (family === 'ipv4' ? prefix + 96 : prefix);
+
+/** CIDR ranges nest or are apart: `outer` holds `range` when it holds its first address with a prefix no longer. */
+function holds(outer: { range: AddressRange; list: BlockList }, range: AddressRange): boolean {
+  return outer.list.check(range.address, range.family) && prefixIn6(outer.range) <= prefixIn6(range);
 }
 
-function fromBigInt(n: bigint, family: 'ipv4' | 'ipv6'): string {
-  const [count, bits, base] = family === 'ipv4' ? [4, 8n, 10] : [8, 16n, 16];
-  const parts = Array.from({ length: count }, (_, i) => ((n >> (bits * BigInt(count - 1 - i))) & ((1n << bits) - 1n)).toString(base));
-  return parts.join(family === 'ipv4' ? '.' : ':');
+/** A catch-all (0.0.0.0/0, ::/0, or an IPv6 range holding every IPv4-mapped address): it holds both ends of a family. */
+function trustsEveryone(range: AddressRange): boolean {
+  const { list } = listOf(range);
+  return (
+    (list.check('0.0.0.0', 'ipv4') && list.check('255.255.255.255', 'ipv4')) ||
+    (list.check('::', 'ipv6') && list.check('ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'ipv6'))
+  );
 }

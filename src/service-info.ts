@@ -9,13 +9,8 @@ export interface ServiceInfo {
   readonly config: string;
 }
 
-let cached: Pick<ServiceInfo, 'name' | 'version'> | undefined;
-
-/** The image keeps package.json beside dist/ for this. */
+/** The image keeps package.json beside dist/ for this. Read twice at start (the telemetry bundle, the service). */
 export function packageInfo(): Pick<ServiceInfo, 'name' | 'version'> {
-  if (cached === undefined) {
-    const pkg = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { name: string; version: string };
-    cached = { name: pkg.name, version: pkg.version };
-  }
-  return cached;
+  const pkg = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { name: string; version: string };
+  return { name: pkg.name, version: pkg.version };
 }

@@ -1,4 +1,5 @@
 /** The service assembled: createService (the tests call it too), and runService for main.ts. */
+import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ConfigError, parseConfig, type Config } from './config';
@@ -119,14 +120,9 @@ function readConfigOrExit(): Config {
   }
 }
 
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+/** events.once rejects on the server's 'error' (EADDRINUSE) instead. */
+async function listen(server: Server, port: number, host: string): Promise<void> {
+  await once(server.listen(port, host), 'listening');
 }
 
 export function portOf(server: Server): number | undefined {

@@ -39,16 +39,6 @@ describe('POST /product accepts any body as given', () => {
   ])('with %s', async (_body, send) => {
     expectProductAnswer(await send(request(service.baseUrl).post('/product')));
   });
-  it('with a chunked body', async () => {
-    const raw = await rawExchange(
-      service.port,
-      'POST /product HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n' +
-        '5\r\n{"a":\r\n3\r\n 1}\r\n0\r\n\r\n',
-    );
-    const answer = parseResponse(raw);
-    expect(answer.status).toBe(201);
-    expect(JSON.parse(answer.body)).toEqual({ product_id: expect.any(Number) as number });
-  });
   it('gives a fresh id per request', async () => {
     const ids = new Set<number>();
     for (let i = 0; i < 20; i++) ids.add(((await request(service.baseUrl).post('/product')).body as { product_id: number }).product_id);
@@ -100,12 +90,10 @@ describe('GET and HEAD /health', () => {
 });
 
 describe('unknown paths and wrong methods', () => {
+  // An unknown path's 404 (/nowhere, /products, /metrics) and a chunked body's 201: test/contract.test.ts.
   it.each([
     ['/', 404],
-    ['/products', 404],
     ['/product/1', 404],
-    ['/v1/product', 404],
-    ['/metrics', 404],
     // A query string does not change the path: /product exists, GET on it is not allowed.
     ['/product?x=1/..', 405],
   ])('GET %s answers %i problem+json', async (path, status) => {
@@ -211,9 +199,9 @@ describe('every answer', () => {
 });
 
 describe("every answer's traceresponse, with no span to name (no SDK here)", () => {
-  it('is a fresh unsampled W3C id, over more answers than one draw of random ids holds', async () => {
+  it("is a fresh unsampled W3C id, over more answers than randomUUID's cache holds (128 UUIDs, two per answer)", async () => {
     const ids: string[] = [];
-    for (let i = 0; i < 600; i += 1) ids.push((await request(service.baseUrl).get('/health')).headers.traceresponse ?? '');
+    for (let i = 0; i < 200; i += 1) ids.push((await request(service.baseUrl).get('/health')).headers.traceresponse ?? '');
     for (const id of ids) expect(id).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
     expect(new Set(ids.map((id) => id.slice(3, 35))).size).toBe(ids.length);
     expect(new Set(ids.map((id) => id.slice(36, 52))).size).toBe(ids.length);

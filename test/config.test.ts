@@ -103,8 +103,8 @@ const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]>
   ['TRUSTED_PROXIES', 'fd00::/8x', /expected IP addresses or CIDR ranges/],
   ['TRUSTED_PROXIES', '10.0.0.0/8,', /expected IP addresses or CIDR ranges/],
   ['TRUSTED_PROXIES', '2', /expected IP addresses or CIDR ranges/],
-  // Ranges that together trust everyone, as Node's BlockList matches them (an IPv4 client also
-  // against IPv6 ranges, through its IPv4-mapped address): a catch-all, or halves that add up to one.
+  // A range that trusts everyone, as Node's BlockList matches it (an IPv4 client also against IPv6
+  // ranges, through its IPv4-mapped address). Halves that add up to one are warned of as public.
   ...(
     [
       ['TRUSTED_PROXIES', '0.0.0.0/0'],
@@ -112,7 +112,6 @@ const REFUSED: ReadonlyArray<[variable: string, value: string, allowed: RegExp]>
       ['TRUSTED_PROXIES', '::ffff:0:0/96'],
       ['TRUSTED_PROXIES', '::ffff:0.0.0.0/96'],
       ['TRUSTED_PROXIES', '::/80'],
-      ['TRUSTED_PROXIES', '0.0.0.0/1,128.0.0.0/1'],
       ['TRACE_CONTEXT_FROM', '::/1,8000::/1'],
       ['QUEUE_TIME_FROM', '0.0.0.0/0'],
     ] as const

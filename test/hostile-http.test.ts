@@ -297,8 +297,8 @@ describe('pipelining', () => {
   it('20 connections pipelining ~4,700 POSTs each without reading: each is closed, RSS stays under the chart limit (384 MiB), every /health meanwhile answers 200, ids only for answers given', async () => {
     // With the heap the chart gives the pod (60 % of 384 Mi): V8 grows its heap as far as it may
     // under allocation pressure, so a peak only means something with the limit production has.
-    // How long /health waits behind the 1,280 requests served is a speed goal: the hostile run judges
-    // it against the readiness probe's 2 s (bench/hostile, class 3); a timed bound here failed on loaded CI.
+    // How long /health waits behind the 1,280 requests served is not bounded: a timed bound failed on
+    // loaded CI, and the edge's connection limits bound such floods (docs/reliability.md).
     const svc = await serviceForTest({ NODE_OPTIONS: '--max-old-space-size=230' });
     const rss = (): number => rssMiB(svc.child.pid ?? 0);
     const chunk = Buffer.from(post.repeat(1170)); // 64 KiB, what Node's parser reads at once
@@ -342,6 +342,70 @@ describe('pipelining', () => {
     // No 201 series means no request was answered, so no id may have been issued.
     expect(idsIssued(exposition)).toBe(requestCount(exposition, 'POST', '/product', 201) ?? 0);
     expect(idsIssued(exposition)).toBeLessThanOrEqual(20 * MAX_REQUESTS_PER_CONNECTION);
+  });
+});
+
+describe('connections held open for free (slowloris and idle)', () => {
+  it('500 clients trickling their headers and 1,400 saying nothing (what MAX_CONNECTIONS leaves room for) each get 408 and the close; /health answers meanwhile', async () => {
+    const svc = await inProcessForTest({}, SHORT_TIMEOUTS);
+    const open = async (first?: string): Promise<Awaited<ReturnType<typeof openRaw>>> => {
+      const connection = await openRaw(svc.port);
+      if (first !== undefined) connection.socket.write(first);
+      return connection;
+    };
+    // 250 at a time: a burst of thousands of SYNs overflows the accept backlog.
+    const openMany = async (count: number, first?: string): Promise<Array<Awaited<ReturnType<typeof openRaw>>>> => {
+      const all = [];
+      for (let i = 0; i < count; i += 250) all.push(...(await Promise.all(Array.from({ length: Math.min(250, count - i) }, () => open(first)))));
+      return all;
+    };
+    const tricklers = await openMany(500, 'GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: a');
+    const trickle = setInterval(() => {
+      for (const connection of tricklers) if (!connection.socket.destroyed) connection.socket.write('a');
+    }, 50);
+    onTestFinished(() => clearInterval(trickle));
+    const idlers = await openMany(1400);
+    expect((await fetch(`${svc.baseUrl}/health`)).status).toBe(200);
+    const all = [...tricklers, ...idlers];
+    await Promise.all(all.map((connection) => connection.closed));
+    expect(all.map((connection) => parseResponse(connection.received()).status)).toEqual(all.map(() => 408));
+  });
+});
+
+describe('a collector that never answers, while clients send 7.5 KB User-Agents', () => {
+  it("with the pod's heap: every request answered 201, /health answers, span attributes cut at 1,024 characters, RSS under the chart's 384 MiB limit", async () => {
+    const collector = await startOtlpReceiver('hang');
+    onTestFinished(() => collector.close());
+    // The heap the chart gives its 384 Mi pod (60 %), written out: this process is in no memory cgroup.
+    const svc = await serviceForTest({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, NODE_OPTIONS: '--max-old-space-size=230 --max-semi-space-size=16' });
+    let peakRss = 0;
+    const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(svc.child.pid ?? 0))), 100);
+    onTestFinished(() => clearInterval(sampler));
+    const filler = randomBytes(7500).toString('base64');
+    const statuses: number[] = [];
+    const end = Date.now() + 5000;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (Date.now() < end) {
+          // A distinct value per request, as distinct clients would send.
+          const userAgent = `${statuses.length}-${filler}`.slice(0, 7500);
+          const res = await fetch(`${svc.baseUrl}/product`, {
+            method: 'POST',
+            headers: { 'user-agent': userAgent, 'content-type': 'application/json' },
+            body: '{}',
+          });
+          await res.arrayBuffer();
+          statuses.push(res.status);
+        }
+      }),
+    );
+    expect((await fetch(`${svc.baseUrl}/health`)).status).toBe(200);
+    clearInterval(sampler);
+    expect(statuses.length).toBeGreaterThan(0);
+    expect(statuses.filter((status) => status !== 201)).toEqual([]);
+    expect(collector.spans.length).toBeGreaterThan(0);
+    expect(new Set(collector.spans.map((span) => String(span.attributes['user_agent.original']).length))).toEqual(new Set([1024]));
+    expect(peakRss).toBeLessThan(384);
   });
 });
 

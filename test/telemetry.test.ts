@@ -84,17 +84,13 @@ const requestLogLine = (svc: ServiceProcess, traceId: string): Promise<Record<st
 
 const spansOfTrace = (spans: readonly ReceivedSpan[], traceId: string): ReceivedSpan[] => spans.filter((span) => span.traceId === traceId);
 
-const w3c = (trace: TraceContext): Record<string, string> => ({ traceparent: trace.traceparent });
-const b3Single = (trace: TraceContext): Record<string, string> => ({ b3: `${trace.traceId}-${trace.parentSpanId}-1` });
-const b3Multi = (trace: TraceContext): Record<string, string> => ({ 'X-B3-TraceId': trace.traceId, 'X-B3-SpanId': trace.parentSpanId, 'X-B3-Sampled': '1' });
-
 /**
  * Every span exported so far, once a later marker request's span has arrived: spans are exported
  * in order, so "exactly one" or "none" on the result is not a race.
  */
-async function spansAfterMarker(svc: ServiceProcess, collector: OtlpReceiver, propagation = w3c): Promise<ReceivedSpan[]> {
+async function spansAfterMarker(svc: ServiceProcess, collector: OtlpReceiver): Promise<ReceivedSpan[]> {
   const marker = newTraceContext();
-  await postProduct(svc, propagation(marker));
+  await postProduct(svc, { traceparent: marker.traceparent });
   return collector.waitForSpans((span) => span.traceId === marker.traceId);
 }
 
@@ -287,7 +283,6 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
 
   it.each<{ protocol: string; env: Record<string, string>; contentType: string }>([
     { protocol: 'http/protobuf', env: {}, contentType: 'application/x-protobuf' },
-    { protocol: 'http/json', env: { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, contentType: 'application/json' },
   ])(
     "otlp over $protocol: the request's log line is also a log record with the server span's trace_id and span_id, and still a JSON line on stdout",
     async ({ env, contentType }) => {
@@ -312,17 +307,6 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
       expect(collector.logs.some((record) => record.body === 'product-service listening' && record.traceId === '')).toBe(true);
     },
   );
-
-  it('console: each log record is printed by the SDK on stdout with the trace id of its request', async () => {
-    const svc = await service({ OTEL_LOGS_EXPORTER: 'console' });
-    const trace = await tracedPost(svc);
-    const text = await stdoutMatching(
-      svc,
-      new RegExp(`traceId: '${trace.traceId}'[\\s\\S]*body: 'request completed'|body: 'request completed'[\\s\\S]*traceId: '${trace.traceId}'`),
-    );
-    expect(text).toContain("severityText: 'info'");
-    expect(svc.stderr()).toBe('');
-  });
 
   it('by default (unset) sends no log record, even with an endpoint: after a flushed shutdown the receiver got spans and no /v1/logs request', async () => {
     const { collector, svc } = await exporting(FAST_LOG_EXPORT);
@@ -405,7 +389,7 @@ new NodeSDK({ instrumentations: [getNodeAutoInstrumentations()], spanProcessors:
       OTEL_LOGS_EXPORTER: 'none',
       NODE_OPTIONS: `--require ${standIn}`,
     });
-    expect((await postProduct(svc, w3c(newTraceContext()))).status).toBe(201);
+    expect((await postProduct(svc, { traceparent: newTraceContext().traceparent })).status).toBe(201);
     await vi.waitFor(() => expect(svc.stderr()).toMatch(/stand-in span: POST/), { timeout: 10_000 });
     await sleep(1500); // a second SDK's span, or its export, would have come by now
     expect(svc.stderr().match(/stand-in span: POST/g)).toHaveLength(1);
@@ -526,11 +510,13 @@ describe('what a span records of a hostile request', () => {
     const shared = sharedExportingService({ TRUSTED_PROXIES: '127.0.0.0/8,198.51.100.0/24' });
 
     it.each([
+      // The other cases of X-Forwarded-For: test/span-attributes.test.ts, clientAddress.
       { forwardedFor: undefined, client: '127.0.0.1', why: 'no X-Forwarded-For: the proxy itself' },
-      { forwardedFor: '192.0.2.10', client: '192.0.2.10', why: 'the address the proxy appended' },
-      { forwardedFor: '203.0.113.66, 192.0.2.10', client: '192.0.2.10', why: 'what the client wrote before it is ignored' },
-      { forwardedFor: '192.0.2.10, 198.51.100.7', client: '192.0.2.10', why: 'trusted proxies are skipped, from the end' },
-      { forwardedFor: 'tok_live_51Hx, 198.51.100.7', client: '198.51.100.7', why: 'an entry that is no address stops at the last trusted proxy' },
+      {
+        forwardedFor: '203.0.113.66, 192.0.2.10, 198.51.100.7',
+        client: '192.0.2.10',
+        why: 'trusted proxies skipped from the end, what the client wrote ignored',
+      },
     ])('X-Forwarded-For: $forwardedFor → client.address $client ($why); Forwarded and Host still ignored', async ({ forwardedFor, client }) => {
       const headers = ['Host: forged.example', 'Forwarded: for=203.0.113.66;host=forged.example'];
       if (forwardedFor !== undefined) headers.push(`X-Forwarded-For: ${forwardedFor}`);
@@ -541,26 +527,15 @@ describe('what a span records of a hostile request', () => {
   });
 });
 
+// The propagators are the SDK's; this proves the bundle carries them (docs/observability.md, "Propagation").
 describe('OTEL_PROPAGATORS=b3', () => {
-  const shared = sharedExportingService({ OTEL_PROPAGATORS: 'b3' });
-
-  it.each([
-    { format: 'a single b3 header', headers: b3Single },
-    { format: 'X-B3-TraceId, X-B3-SpanId and X-B3-Sampled headers (b3multi)', headers: b3Multi },
-  ])('a request with $format continues that trace: the span has its trace id and parent span id, the log line its trace_id', async ({ headers }) => {
-    const { svc, collector } = shared;
+  it('a request with a b3 header continues that trace: the span has its trace id and parent span id, the log line its trace_id', async () => {
+    const { collector, svc } = await exporting({ OTEL_PROPAGATORS: 'b3' });
     const trace = newTraceContext();
-    expect((await postProduct(svc, headers(trace))).status).toBe(201);
+    expect((await postProduct(svc, { b3: `${trace.traceId}-${trace.parentSpanId}-1` })).status).toBe(201);
     const span = await spanOf(collector, trace.traceId);
     expect(span).toMatchObject({ name: 'POST /product', parentSpanId: trace.parentSpanId });
     expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ trace_id: trace.traceId, span_id: span.spanId });
-  });
-
-  it('ignores a W3C traceparent (b3 replaces the default propagators): no span or log line of that trace', async () => {
-    const { svc, collector } = shared;
-    const trace = await tracedPost(svc);
-    expect(spansOfTrace(await spansAfterMarker(svc, collector, b3Single), trace.traceId)).toEqual([]);
-    expect(svc.logLines().filter((line) => line.trace_id === trace.traceId)).toEqual([]);
   });
 });
 
@@ -576,16 +551,6 @@ describe('exporters and SDK configuration from the environment', () => {
     expect(await requestLogLine(svc, trace.traceId)).toMatchObject({ route: '/product', status: 201 });
     expect(svc.stderr()).toBe('');
   });
-
-  it.each(['OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT', 'OTEL_ATTRIBUTE_COUNT_LIMIT'])(
-    '%s=3: the exported span has 3 attributes and counts the ones it dropped',
-    async (variable) => {
-      const { span } = await oneExportedSpan({ [variable]: '3' });
-      expect(Object.keys(span.attributes)).toHaveLength(3);
-      expect(span.droppedAttributesCount).toBeGreaterThan(0);
-      expect(span.name).toBe('POST /product');
-    },
-  );
 
   it('OTEL_LOG_LEVEL=debug: SDK diagnostics go to stderr, one line each starting "opentelemetry <level>:", and every stdout line stays JSON', async () => {
     const { collector, svc } = await exporting({ OTEL_LOG_LEVEL: 'debug' });
@@ -613,19 +578,6 @@ describe('resource', () => {
       'deployment.environment.name': 'staging',
       team: 'catalog',
     });
-  });
-
-  it('OTEL_NODE_RESOURCE_DETECTORS=env: only OTEL_RESOURCE_ATTRIBUTES, service.name/version and telemetry.sdk.* (no host, process, os, container, service.instance.id)', async () => {
-    const { span } = await oneExportedSpan({ OTEL_NODE_RESOURCE_DETECTORS: 'env', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=test' });
-    expect(Object.keys(span.resource).sort()).toEqual([
-      'deployment.environment.name',
-      'service.name',
-      'service.version',
-      'telemetry.sdk.language',
-      'telemetry.sdk.name',
-      'telemetry.sdk.version',
-    ]);
-    expect(span.resource).toMatchObject({ 'deployment.environment.name': 'test', 'service.name': 'product-service', 'service.version': VERSION });
   });
 });
 
@@ -683,17 +635,6 @@ describe('configurations that export nothing, or to the default endpoint', () =>
     const line = svc.logLines().find((l) => l.msg === 'request completed');
     expect(line).toMatchObject({ route: '/product', status: 201, trace_id: id.traceId });
     expect(line).not.toHaveProperty('span_id');
-  });
-
-  it('OTEL_TRACES_SAMPLER=always_off: requests work, no span is exported', async () => {
-    const { collector, svc } = await exporting({ OTEL_TRACES_SAMPLER: 'always_off' });
-    expect((await postProduct(svc, { traceparent: newTraceContext().traceparent })).status).toBe(201);
-    expect((await postProduct(svc)).status).toBe(201);
-
-    expect(sum(byErrorType(await scrape(svc.metricsUrl), PROCESSED))).toBe(0);
-    expect(await svc.stop('SIGTERM')).toBe(0);
-    expect(collector.requests).toHaveLength(0);
-    expect(svc.stderr()).toBe('');
   });
 });
 
@@ -753,7 +694,6 @@ describe('span pipeline self-metrics', () => {
     { collectorState: 'down (connection refused)' },
     { collectorState: 'hanging (never answers)', mode: 'hang' },
     { collectorState: 'failing with 503 (retried)', mode: 'error', errorStatus: 503 },
-    { collectorState: 'failing with 500', mode: 'error', errorStatus: 500 },
   ])(
     `collector $collectorState: ${REQUESTS} requests all get 201 quickly, and every span is counted as failed with the SDK's error type`,
     async ({ mode, errorStatus }) => {
@@ -780,7 +720,7 @@ describe('span pipeline self-metrics', () => {
     60_000,
   );
 
-  it('a hanging collector with OTEL_BSP_MAX_QUEUE_SIZE=16: requests are not slowed, the spans that do not fit are counted as queue_full, the capacity gauge says 16, no warning about the batch size', async () => {
+  it('a hanging collector with OTEL_BSP_MAX_QUEUE_SIZE=16: requests are not slowed, the spans that do not fit are counted as queue_full, the capacity gauge says 16', async () => {
     const collector = await receiver('hang');
     const svc = await service({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_MAX_QUEUE_SIZE: '16', ...SHORT_TIMEOUT });
 
@@ -794,8 +734,6 @@ describe('span pipeline self-metrics', () => {
     const exposition = await waitForExposition(svc, (e) => expect(sum(byErrorType(e, PROCESSED))).toBe(REQUESTS));
     expect(sampleValue(exposition, PROCESSED, { error_type: 'queue_full' })).toBeGreaterThan(0);
     expect(sampleValue(exposition, PROCESSED)).toBe(0);
-    // The default batch (128) is cut to the queue's size without the SDK's warning about it.
-    expect(svc.stderr()).not.toMatch(/maxExportBatchSize/);
   });
 });
 

@@ -2,13 +2,20 @@
 # Installs Debian (or, on GitHub's runners, Ubuntu) packages with apt-get, as root, without starting
 # the services they ship: the tests start their own, on loopback ports. policy-rc.d keeps the
 # packages' maintainer scripts from starting one on machines that have an init system (there is no
-# systemd here). Waits for another apt/dpkg run instead of failing on its lock.
+# systemd here). Waits for another apt/dpkg run instead of failing on its lock. Installs only the
+# packages missing: with all present it does nothing, and needs no root.
 #
-# Usage: sh scripts/ci/apt-install.sh PACKAGE...   (the install-*.sh scripts, docker-engine.sh, base-images.sh)
+# Usage: sh scripts/ci/apt-install.sh PACKAGE...   (.ci/run, package.json's test:deploy and
+# test:container, the workflows, docker-engine.sh, base-images.sh)
 set -eu
 
+missing=""
+for package in "$@"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing="$missing $package"
+done
+[ -n "$missing" ] || exit 0
 if [ "$(id -u)" -ne 0 ]; then
-  echo "apt-install.sh needs root (apt-get) to install: $*" >&2
+  echo "apt-install.sh needs root (apt-get) to install:$missing" >&2
   exit 1
 fi
 
@@ -27,4 +34,5 @@ trap cleanup EXIT
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get -o DPkg::Lock::Timeout=600 update -q
-apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "$@"
+# shellcheck disable=SC2086 # one word per package
+apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing

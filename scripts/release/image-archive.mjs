@@ -22,7 +22,7 @@
 //       prints `digest=sha256:...` when the registry serves the reference, `digest=` when it does
 //       not, and fails on any other answer (unreachable, refused login).
 //
-// Needs tar and skopeo (scripts/ci/install-registry-tools.sh); registry credentials are skopeo's
+// Needs tar and skopeo (scripts/ci/apt-install.sh skopeo); registry credentials are skopeo's
 // (docker login writes them where it reads them).
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

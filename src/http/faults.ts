@@ -3,6 +3,7 @@
  * error, so that it takes the real paths: the 500 answer, its logs, metrics and span.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Faults } from '../config';
 import type { Logger } from '../observability/logger';
 import { canAnswerOn, ConnectionClosed } from './connections';
@@ -40,15 +41,11 @@ export function warnOfFaults(logger: Logger, faults: Faults): void {
 }
 
 /** Ends early when the caller leaves, so that callers that time out and retry cannot pile up. */
-function delayUnlessClosed(ms: number, res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      res.off('close', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    // Before the answer is written, a response closes only when its connection does.
-    res.once('close', done);
-  });
+async function delayUnlessClosed(ms: number, res: ServerResponse): Promise<void> {
+  const left = new AbortController();
+  const onClose = (): void => left.abort();
+  // Before the answer is written, a response closes only when its connection does.
+  res.once('close', onClose);
+  await sleep(ms, undefined, { signal: left.signal }).catch(() => undefined);
+  res.off('close', onClose);
 }

@@ -68,15 +68,10 @@ const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_BSP_SCHEDULE_DELAY: '200',
 };
 
-/** A queue set below the default batch size gets a batch of its own size, without the SDK's warning. */
+/** A queue set below the batch size shrinks the batch to its size: the SDK does that itself, with a warning. */
 function applyServiceDefaults(env: WritableEnv): void {
-  const batchSizeUnset = readVariable(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE') === undefined;
   for (const [name, value] of Object.entries(SERVICE_DEFAULTS)) {
     if (readVariable(env, name) === undefined) env[name] = value;
-  }
-  const queue = Number(readVariable(env, 'OTEL_BSP_MAX_QUEUE_SIZE'));
-  if (batchSizeUnset && Number.isInteger(queue) && queue > 0 && queue < Number(SERVICE_DEFAULTS.OTEL_BSP_MAX_EXPORT_BATCH_SIZE)) {
-    env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE = String(queue);
   }
 }
 

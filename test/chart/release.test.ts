@@ -285,7 +285,7 @@ describe('a released digest is only ever paired with its own version', () => {
   );
 });
 
-describe('scripts/release/push-chart.mjs on a real registry (CNCF Distribution, scripts/ci/install-registry-tools.sh)', () => {
+describe('scripts/release/push-chart.mjs on a real registry (CNCF Distribution, scripts/ci/apt-install.sh)', () => {
   it('pushes a version once, and refuses to push it again: a published chart version is never overwritten', async () => {
     const dir = mkdtempSync(join(scratch, 'registry-'));
     const port = await freePort();

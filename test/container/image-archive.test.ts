@@ -1,5 +1,5 @@
 // scripts/release/image-archive.mjs, image.yml's publishing step, run on real tools: skopeo and a registry
-// (CNCF Distribution) of the test's own on loopback (scripts/ci/install-registry-tools.sh). The archive has
+// (CNCF Distribution) of the test's own on loopback (scripts/ci/apt-install.sh). The archive has
 // BuildKit's OCI shape (an index of two platforms and an attestation manifest); the host's platform image
 // holds the host's /bin/sh and its libraries, so that it runs once loaded into Docker, as image.yml loads it.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -16,7 +16,7 @@ import { freePort } from '../support/service-process';
 import { DOCKER, requireDockerEngine } from './docker-host';
 
 const SCRIPT = join(ROOT, 'scripts/release/image-archive.mjs');
-const INSTALL = 'sh scripts/ci/install-registry-tools.sh (as root)';
+const INSTALL = 'sh scripts/ci/apt-install.sh skopeo docker-registry (as root)';
 const OCI = {
   index: 'application/vnd.oci.image.index.v1+json',
   manifest: 'application/vnd.oci.image.manifest.v1+json',

@@ -1,5 +1,5 @@
 // The inhibit_rules shipped in deploy/alertmanager/alertmanager.yml, run in a real Alertmanager
-// (Debian's prometheus-alertmanager, installed by scripts/ci/install-prometheus.sh).
+// (Debian's prometheus-alertmanager, installed by scripts/ci/apt-install.sh).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// A real Alertmanager (Debian's prometheus-alertmanager, installed by scripts/ci/install-prometheus.sh)
+// A real Alertmanager (Debian's prometheus-alertmanager, installed by scripts/ci/apt-install.sh)
 // on a free loopback port, with a configuration that `amtool check-config` accepts first.
 import { join } from 'node:path';
 import { expect } from 'vitest';

@@ -1,5 +1,5 @@
 // The Prometheus blackbox exporter (Debian's prometheus-blackbox-exporter, installed by
-// scripts/ci/install-prometheus.sh) on a free loopback port, and the scrape job the Prometheus
+// scripts/ci/apt-install.sh) on a free loopback port, and the scrape job the Prometheus
 // Operator makes of the chart's Probe (templates/probe.yaml), so that the live-alert suite probes
 // the service as a cluster would.
 import { writeFileSync } from 'node:fs';

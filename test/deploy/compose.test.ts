@@ -42,7 +42,7 @@ describe('local stack (deploy/compose.yaml)', () => {
   };
 
   beforeAll(() => {
-    const compose = requireTool('docker-compose', 'sh scripts/ci/install-docker-compose.sh (as root)');
+    const compose = requireTool('docker-compose', 'sh scripts/ci/apt-install.sh docker-compose (as root)');
     // `config` validates the file against Compose's schema and prints it resolved (absolute paths).
     const result = run(compose, ['-f', COMPOSE, 'config']);
     if (result.status !== 0) throw new Error(`docker-compose config failed: ${result.stderr}`);

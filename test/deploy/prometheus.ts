@@ -1,4 +1,4 @@
-// A real Prometheus for the deploy tests (installed by scripts/ci/install-prometheus.sh), started on a
+// A real Prometheus for the deploy tests (installed by scripts/ci/apt-install.sh), started on a
 // free loopback port with the configuration a test writes, and the parts of its HTTP API the tests read.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

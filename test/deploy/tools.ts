@@ -53,7 +53,7 @@ export function requireTool(name: string, install: string): string {
   return path;
 }
 
-export const PROMETHEUS_INSTALL = 'sh scripts/ci/install-prometheus.sh (as root)';
+export const PROMETHEUS_INSTALL = 'sh scripts/ci/apt-install.sh prometheus prometheus-alertmanager prometheus-blackbox-exporter (as root)';
 
 export interface Daemon {
   /** host:port on loopback. */

@@ -20,10 +20,6 @@ contains the chart name. Truncated to 63 characters, the DNS label limit.
 {{- end }}
 {{- end }}
 
-{{- define "product-service.chart" -}}
-{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{- end }}
-
 {{/*
 Selector labels: only name and instance. They never change between chart versions, because a
 Deployment's selector is immutable and any change would make `helm upgrade` fail.
@@ -47,7 +43,7 @@ Usage: include "product-service.mergeLabels" (list $first $second ...)
 
 {{/* The chart's own labels, before commonLabels; on objects, with the chart's version. */}}
 {{- define "product-service.chartLabels" -}}
-helm.sh/chart: {{ include "product-service.chart" . }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "product-service.podChartLabels" . }}
 {{- end }}
 
@@ -282,11 +278,6 @@ release namespace; whatever scrapes the metrics must keep the job equal to this.
 */}}
 {{- define "product-service.prometheusJob" -}}
 {{- include "product-service.fullname" . }}
-{{- end }}
-
-{{/* What the synthetic probe asks for: /health through the API's Service (monitoring.probe). */}}
-{{- define "product-service.probeTarget" -}}
-{{- printf "http://%s.%s.svc:%v/health" (include "product-service.fullname" .) .Release.Namespace .Values.service.port }}
 {{- end }}
 
 {{/* The metrics Service: `<full name>-metrics`, within the 63 characters of a Service name. */}}
