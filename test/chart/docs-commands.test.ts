@@ -1,16 +1,26 @@
-// Every kubectl and helm command the chart README and docs/diagnostics.md show names what the chart renders
-// for release `products` in namespace `shop`, so that a command copied from the docs never meets a drifted name.
-import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+// Every kubectl and helm command the chart README, docs/diagnostics.md and docs/runbook.md show names what
+// the chart renders for release `products` in namespace `shop`, so that a command copied from the docs never
+// meets a drifted name, and the real kubectl accepts each (no API server runs here: it stops at the connection).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { CHART_README, codeBlocks, DIAGNOSTICS_DOC } from './docs';
+import { ROOT } from '../support/paths';
+import { CHART_README, codeBlocks, DIAGNOSTICS_DOC, section } from './docs';
 import { findOne, mainContainer, ofKind, template, type K8sObject, set } from './helm';
 
 const RELEASE = 'products';
 const NAMESPACE = 'shop';
-const DOCS = [CHART_README, DIAGNOSTICS_DOC];
+const RUNBOOK = join(ROOT, 'docs/runbook.md');
+const DOCS = [CHART_README, DIAGNOSTICS_DOC, RUNBOOK];
+/** The runbook's NS=, JOB=, RELEASE=, POD= block, which its commands read as "$NS" and so on. */
+const NAMES = Object.fromEntries(
+  [...(codeBlocks(section(RUNBOOK, 'The names in the commands'), 'sh')[0] ?? '').matchAll(/^(\w+)=(\S+)/gm)].map(([, name = '', value = '']) => [name, value]),
+);
 
-const objects = template(set('diagnostics.enabled=true', 'networkPolicy.enabled=true'), RELEASE, NAMESPACE);
+const objects = template(set('diagnostics.enabled=true', 'networkPolicy.enabled=true', 'monitoring.serviceMonitor.enabled=true'), RELEASE, NAMESPACE);
 const deployment = findOne(objects, 'Deployment');
 const podLabels = deployment.spec?.template.metadata?.labels ?? {};
 const containers = new Set([mainContainer(deployment).name]);
@@ -30,12 +40,15 @@ const KINDS: Record<string, string> = {
   servicemonitor: 'ServiceMonitor',
 };
 
-/** The kubectl and helm commands of a Markdown file: shell blocks (continuation lines joined) and inline code. */
+/** The kubectl and helm commands of a Markdown file: shell blocks (continuation lines joined) and inline code, the runbook's names filled in, without a trailing `&` or comment. */
 function commands(file: string): string[] {
   const markdown = readFileSync(file, 'utf8');
   const fromBlocks = codeBlocks(markdown, 'sh').flatMap((block) => block.replace(/\\\n\s*/g, ' ').split('\n'));
   const inline = [...markdown.replace(/```[\s\S]*?```/g, '').matchAll(/`([^`]+)`/g)].map((m) => m[1] ?? '');
-  return [...fromBlocks, ...inline].map((line) => line.trim()).filter((line) => /^(kubectl|helm) /.test(line));
+  return [...fromBlocks, ...inline]
+    .map((line) => line.replace(/"\$(\w+)"|\$(\w+)/g, (whole, quoted?: string, bare?: string) => NAMES[quoted ?? bare ?? ''] ?? whole))
+    .map((line) => line.replace(/(\s*&)?(\s+#.*)?$/, '').trim())
+    .filter((line) => /^(kubectl|helm) /.test(line));
 }
 
 /** What a command names that the chart must have rendered; returns the problems. */
@@ -97,6 +110,19 @@ function manifests(file: string): Manifest[] {
     .filter((doc): doc is Manifest => typeof doc?.kind === 'string');
 }
 
+// A cluster no one serves: kubectl parses the command, then fails to connect.
+const kubeHome = mkdtempSync(join(tmpdir(), 'docs-kubectl-'));
+const cluster = { name: 'none', cluster: { server: 'http://127.0.0.1:1' } };
+const kubeconfig = {
+  apiVersion: 'v1',
+  kind: 'Config',
+  clusters: [cluster],
+  users: [{ name: 'none', user: {} }],
+  contexts: [{ name: 'none', context: { cluster: 'none', user: 'none' } }],
+};
+writeFileSync(join(kubeHome, 'config'), JSON.stringify({ ...kubeconfig, 'current-context': 'none' }));
+afterAll(() => rmSync(kubeHome, { recursive: true, force: true }));
+
 describe.each(DOCS)('the commands of %s', (file) => {
   const all = commands(file);
   // Containers a `kubectl debug --container=NAME` of the same page adds (the ephemeral one).
@@ -118,6 +144,22 @@ describe.each(DOCS)('the commands of %s', (file) => {
       if (manifest.kind === 'Deployment') expect(manifest.metadata?.name, what).toBe(deployment.metadata?.name);
       const selector = manifest.spec?.selector?.matchLabels;
       if (selector !== undefined) expect(podLabels, what).toMatchObject(selector);
+    }
+  });
+});
+
+// The README's and diagnostics.md's commands read files and variables of their own steps: the runbook's, its names alone.
+describe("the runbook's kubectl commands", () => {
+  const runbook = commands(RUNBOOK).filter((command) => command.startsWith('kubectl ') && command.split(/\s+/).length > 2);
+
+  it('are accepted by the real kubectl: flags, verbs and arguments', () => {
+    expect(runbook.length).toBeGreaterThan(10);
+    const env = { PATH: `${join(ROOT, '.tools/bin')}:${process.env.PATH ?? ''}`, HOME: kubeHome, KUBECONFIG: join(kubeHome, 'config') };
+    for (const command of runbook) {
+      const filled = command.replace('<trace_id>', '0'.repeat(32)).replace('<n>', '2').replace('<node>', 'node-1');
+      const run = spawnSync('sh', ['-c', filled], { env, encoding: 'utf8', timeout: 30_000 });
+      expect(run.stderr, command).not.toMatch(/unknown (flag|command|shorthand)|invalid argument|Usage:|See 'kubectl|error: /);
+      expect(run.stderr, command).toMatch(/127\.0\.0\.1:1/);
     }
   });
 });

@@ -1,13 +1,11 @@
 // The chart's PrometheusRule and Grafana dashboard ConfigMap as `helm template` renders them, and the runbook's
-// commands. Values that would render broken rules: render.test.ts; what the rules do: test/deploy/rules.test.ts.
-import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// names (its kubectl commands: docs-commands.test.ts). Values that would render broken rules: render.test.ts;
+// what the rules do: test/deploy/rules.test.ts.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths';
-import { codeBlocks, section } from './docs';
-import { chartDir, containerOf, envValue, findOne, mainContainer, must, ofKind, set, template, templateFails } from './helm';
-import { startKubeApiStub, type KubeApiStub, type KubeRequest } from './kube-api-stub';
+import { chartDir, containerOf, envValue, findOne, must, ofKind, set, template, templateFails } from './helm';
 import { validateObject } from './validate';
 
 const RULES_AND_DASHBOARD = set('monitoring.prometheusRule.enabled=true', 'monitoring.grafanaDashboard.enabled=true');
@@ -236,95 +234,11 @@ describe('the runbook (docs/runbook.md)', () => {
   const deployment = findOne(objects, 'Deployment');
   // The names the runbook reads off an alert of release "products" in namespace "shop".
   const names: Record<string, string> = { NS: 'shop', JOB: must(deployment.metadata?.name, 'Deployment name'), RELEASE: 'products' };
-  // Each command with arguments (the prose also names bare verbs: `kubectl logs`), as written, without a trailing `&` or comment.
-  const asWritten = [...new Set([...runbook.matchAll(/kubectl [\w-]+ [^`\n]+/g)].map((match) => match[0].replace(/(\s*&)?(\s+#.*)?$/, '').trim()))];
 
   it('sets JOB to the name the chart gives the Deployment, the Services, the ServiceMonitor and the PrometheusRule', () => {
     expect(runbook).toContain(`JOB=${names.JOB ?? ''} `);
     for (const kind of ['ServiceMonitor', 'PrometheusRule'] as const) expect(findOne(objects, kind).metadata?.name, kind).toBe(names.JOB);
     expect(ofKind(objects, 'Service').map((svc) => svc.metadata?.name)).toEqual(expect.arrayContaining([names.JOB, `${names.JOB ?? ''}-metrics`]));
-  });
-
-  // The stub serves only the release's objects, Service ports and pod labels, as the chart renders them.
-  describe('every kubectl command, run by the real kubectl against a stub API server that records what it asks', () => {
-    const kubectl = join(ROOT, '.tools/bin/kubectl');
-    const runbookFile = join(ROOT, 'docs/runbook.md');
-    /** The runbook's NS=, JOB=, RELEASE=, POD= block: each command runs after it, as a reader's shell would. */
-    const [namesBlock = ''] = codeBlocks(section(runbookFile, 'The names in the commands'), 'sh');
-    const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
-    const fillIn = (command: string): string => command.replace('<trace_id>', TRACE_ID).replace('<n>', '2').replace('<node>', 'node-1');
-    const podLabels = must(deployment.spec?.template.metadata?.labels, 'pod labels');
-    const container = must(deployment.spec?.template.spec?.containers[0]?.name, 'container');
-    // The runbook's example pod (POD=), and another of the same Deployment.
-    const pods = [must(/^POD=(\S+)/m.exec(namesBlock)?.[1], 'POD= in the runbook'), `${names.JOB ?? ''}-6b7f9c8d4-q7w2m`];
-    /** 100 lines per pod; on the second pod, the line of the trace sought is 45 lines back. */
-    const logLines = (pod: string): string[] =>
-      Array.from({ length: 100 }, (_, i) =>
-        JSON.stringify({ level: 'info', msg: 'request completed', pod, trace_id: pod === pods[1] && i === 55 ? TRACE_ID : String(i).padStart(32, '0') }),
-      );
-    let stub: KubeApiStub | undefined;
-    const runs = new Map<string, { status: number | null; stdout: string; stderr: string; asked: KubeRequest[] }>();
-    beforeAll(async () => {
-      if (!existsSync(kubectl)) throw new Error(`kubectl is missing at ${kubectl}. Install it with: sh scripts/ci/install-helm.sh`);
-      const services = Object.fromEntries(ofKind(objects, 'Service').map((svc) => [svc.metadata?.name ?? '', svc.spec?.ports ?? []]));
-      const containerPorts = mainContainer(deployment).ports ?? [];
-      const api = await startKubeApiStub({ namespace: names.NS ?? '', name: names.JOB ?? '', services, podLabels, container, containerPorts, pods, logLines });
-      stub = api;
-      for (const command of asWritten) {
-        api.reset();
-        const from = api.requests.length;
-        // Not execFileSync: the stub answers from this process's event loop.
-        const env = { PATH: `${dirname(kubectl)}:${process.env.PATH ?? ''}`, HOME: api.home, KUBECONFIG: api.kubeconfig };
-        const run = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-          execFile('sh', ['-c', `${namesBlock}\n${fillIn(command)}`], { env, timeout: 30_000 }, (err, stdout, stderr) =>
-            resolve({ status: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr }),
-          );
-        });
-        runs.set(command, { ...run, asked: api.requests.slice(from) });
-      }
-    }, 300_000);
-    afterAll(() => stub?.close());
-
-    it('are accepted by kubectl and ask the API server only about the release, in its namespace', () => {
-      expect(asWritten.length).toBeGreaterThan(10);
-      // What the stub cannot do: stream a port-forward, or hold a rollout history to undo.
-      const stubLimits = [/ port-forward /, / rollout undo /];
-      for (const command of asWritten) {
-        const run = must(runs.get(command), command);
-        const what = `${command}\n${run.stderr}\nexit ${String(run.status)}, asked ${JSON.stringify(run.asked.map((r) => `${r.method} ${r.path}`))}`;
-        expect(run.stderr, what).not.toMatch(/unknown (flag|command|shorthand)|invalid argument|Usage:|See 'kubectl/);
-        const asked = run.asked.filter((request) => request.path.includes('/namespaces/') || request.path.includes('/nodes'));
-        expect(asked.length, what).toBeGreaterThan(0);
-        if (!command.startsWith('kubectl describe node'))
-          for (const request of asked) expect(request.path, what).toMatch(new RegExp(`/namespaces/${names.NS ?? ''}(/|$)`));
-        if (!stubLimits.some((limit) => limit.test(command))) expect(run.status, what).toBe(0);
-      }
-      const forwards = [...runs].filter(([command]) => command.includes(' port-forward '));
-      expect(forwards.length).toBeGreaterThan(0);
-      const forwarded = `/api/v1/namespaces/${names.NS ?? ''}/pods/${pods[0] ?? ''}/portforward`;
-      for (const [command, run] of forwards) {
-        const paths = run.asked.map((r) => r.path);
-        expect(paths, command).toContain(forwarded);
-      }
-    });
-
-    it('the trace -> log step reads every line of the last hour of every pod, and finds a line 45 lines back', () => {
-      const traceToLog = asWritten.filter((command) => / logs -l /.test(command) && command.includes('<trace_id>'));
-      expect(traceToLog.length).toBeGreaterThan(0);
-      for (const command of traceToLog) {
-        const run = must(runs.get(command), command);
-        const logs = run.asked.filter((request) => request.path.endsWith('/log'));
-        expect(logs.map((request) => request.path.split('/')[6]).sort(), command).toEqual([...pods].sort());
-        // No tailLines: all of them (kubectl asks for 10 per pod by default with a selector).
-        for (const request of logs) expect(request.query, command).toEqual({ container, sinceSeconds: '3600' });
-        expect(run.status, `${command}\n${run.stderr}`).toBe(0);
-        expect(run.stdout).toContain(
-          `[pod/${pods[1] ?? ''}/${container}] {"level":"info","msg":"request completed","pod":"${pods[1] ?? ''}","trace_id":"${TRACE_ID}"}`,
-        );
-      }
-      const previous = [...runs].find(([command]) => command.includes('--previous'))?.[1];
-      expect(previous?.asked.find((request) => request.path.endsWith('/log'))?.query).toMatchObject({ previous: 'true' });
-    });
   });
 
   it("selects in its PromQL the job and namespace the chart's rules select", () => {

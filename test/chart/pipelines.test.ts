@@ -60,7 +60,6 @@ describe('a dependency of an umbrella chart, vendored as the packaged .tgz, with
 
     it('renders nothing of it when its condition or its tag turns it off', () => {
       expect(render(set('product-service.enabled=false'))).toEqual([]);
-      expect(render(set('product-service.enabled=false'))).toEqual([]);
       // Without the `enabled` value, the tag decides.
       expect(render(set('tags.backend=false'))).toEqual([]);
       expect(render()).not.toEqual([]);

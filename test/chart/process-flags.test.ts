@@ -1,10 +1,11 @@
 // The chart starts the service the way the benchmark measured it (bench/process-flags.mjs): the
 // image's command (its ENTRYPOINT carries the same flags: test/container/image.test.ts) up to one
 // CPU, NODE_OPTIONS with the same flags, and no OTEL_BSP_* of its own, so the span batches
-// are the service's defaults that the bench ran (src/observability/telemetry.ts).
-import { spawnSync } from 'node:child_process';
+// are the service's defaults that the bench ran (src/observability/telemetry.ts). The GC flags stay on the
+// command line because Node refuses them in NODE_OPTIONS (`NODE_OPTIONS=--single-threaded-gc node -e ''`;
+// docs/performance.md).
 import { describe, expect, it } from 'vitest';
-import { EVERY_POD_NODE_ARGS, SERVICE_NODE_ARGS, SERVICE_NODE_OPTIONS } from '../../bench/process-flags.mjs';
+import { EVERY_POD_NODE_ARGS, SERVICE_NODE_OPTIONS } from '../../bench/process-flags.mjs';
 import { containerOf, envNames, envValue, set } from './helm';
 
 const NODE = '/nodejs/bin/node';
@@ -28,24 +29,4 @@ describe('process flags: the chart runs what the bench measured', () => {
       expect(containerOf(values).command).toEqual([NODE, ...EVERY_POD_NODE_ARGS, MAIN]);
     },
   );
-
-  it("Node refuses the GC flags in NODE_OPTIONS, and the command line's semi-space wins over NODE_OPTIONS'", () => {
-    const run = spawnSync(process.execPath, ['-e', ''], { env: { ...process.env, NODE_OPTIONS: SERVICE_NODE_ARGS.join(' ') }, encoding: 'utf8' });
-    expect(run.status).not.toBe(0);
-    expect(run.stderr).toMatch(/--single-threaded-gc is not allowed in NODE_OPTIONS/);
-    // The young generation's largest size (two semi-spaces) while a run of survivors grows it.
-    const newSpaceMb = (args: readonly string[]): number => {
-      const grow =
-        "let max = 0; for (let r = 0; r < 6; r++) { const keep = []; for (let i = 0; i < 300000; i++) keep.push({ i }); max = Math.max(max, require('v8').getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size); } console.log(max / 1048576);";
-      const out = spawnSync(process.execPath, [...args, '-e', grow], { env: { ...process.env, NODE_OPTIONS: SERVICE_NODE_OPTIONS }, encoding: 'utf8' });
-      expect(out.status, out.stderr).toBe(0);
-      return Number(out.stdout);
-    };
-    const semiSpace = (flags: string): number => Number(/--max-semi-space-size=(\d+)/.exec(flags)?.[1]);
-    // The same survivors grow it beyond the command line's two semi-spaces only without the command line.
-    const commandLine = 2 * semiSpace(SERVICE_NODE_ARGS.join(' '));
-    expect(commandLine).toBeLessThan(2 * semiSpace(SERVICE_NODE_OPTIONS));
-    expect(newSpaceMb(SERVICE_NODE_ARGS)).toBeLessThanOrEqual(commandLine);
-    expect(newSpaceMb([])).toBeGreaterThan(commandLine);
-  });
 });
