@@ -50,15 +50,6 @@ describe('the rendered Deployment, run as a container', () => {
     }
   });
 
-  it('serves POST /product and the metrics port', async () => {
-    const res = await fetch(`${server.baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-    expect(res.status).toBe(201);
-    expect(Number.isInteger(((await res.json()) as { product_id: number }).product_id)).toBe(true);
-    const metrics = await fetch(server.metricsUrl);
-    expect(metrics.status).toBe(200);
-    expect(sampleValue(await metrics.text(), 'product_ids_issued_total')).toBeDefined();
-  });
-
   it('runs Node as PID 1 with the uid/gid, capabilities, no_new_privs and seccomp the pod spec asks for', () => {
     const pid = docker(['inspect', '--format', '{{.State.Pid}}', server.name]).stdout.trim();
     // Read by the host kernel, not by anything inside the container.
