@@ -5,7 +5,6 @@ import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADD_HOST_ARGS, bridgeAddress, docker, HOST_NAME, jsonLines } from '../container/docker-host';
-import { sampleValue } from '../support/exposition';
 import { startOtlpReceiver } from '../support/otlp-receiver';
 import { deploymentWith, DOCKER_NETWORKS, IMAGE, IMAGE_VALUES, logsOf, NAMESPACE, Pods, RELEASE, waitForSpan, type RunningPod } from './docker-pod';
 import { containerPort, findOne, mainContainer, must, named, ofKind, podSpecOf, template } from './helm';
@@ -165,32 +164,5 @@ describe('the rendered Deployment with otel.endpoint, traceQueryParams, trustedP
     } finally {
       await receiver.close();
     }
-  });
-});
-
-describe('the rendered Deployment with faults.* set (a game day)', () => {
-  it('starts and passes its probes, fails and slows POST /product as asked, and says so in its log and on /metrics', async () => {
-    const faulty = deploymentWith({ faults: { errorRatio: 1, delaySeconds: 0.2 } });
-    const main = mainContainer(faulty);
-    // /health is never faulted: the startup probe passes as without faults (pods.start waits for it).
-    const { name, baseUrl, metricsUrl, portUrls, translation } = await pods.start(faulty, { podName: `${deploymentName}-6f7d9c8b5-g4m3d`, nodeName: 'node-c' });
-    expect([translation.env.get('FAULT_ERROR_RATIO'), translation.env.get('FAULT_DELAY')]).toEqual(['1', '0.2']);
-    for (const probeName of ['readinessProbe', 'livenessProbe'] as const) {
-      const result = await probeOnce(must(main[probeName], probeName), portUrls);
-      expect(result.ok, `${probeName}: ${result.detail}`).toBe(true);
-    }
-
-    const started = performance.now();
-    const res = await fetch(`${baseUrl}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-    expect(res.status).toBe(500);
-    expect(res.headers.get('content-type')).toBe('application/problem+json');
-    expect(performance.now() - started).toBeGreaterThanOrEqual(200);
-
-    const metrics = await (await fetch(metricsUrl)).text();
-    expect(sampleValue(metrics, 'product_service_fault_error_ratio')).toBe(1);
-    expect(sampleValue(metrics, 'product_service_fault_delay_seconds')).toBe(0.2);
-    expect(sampleValue(metrics, 'product_ids_issued_total')).toBe(0);
-    const warn = jsonLines(docker(['logs', name]).stdout).find((line) => line.level === 'warn');
-    expect(warn, logsOf(name)).toMatchObject({ msg: expect.stringContaining('faults injected') as string, fault_error_ratio: 1, fault_delay_ms: 200 });
   });
 });
