@@ -165,18 +165,3 @@ describe('diagnostics.enabled alone', () => {
     await stillServing(pod);
   });
 });
-
-describe('the chart defaults (no diagnostics)', () => {
-  it('SIGUSR1 opens no inspector that another container of the pod could reach, and does not stop the service', async () => {
-    const deployment = deploymentWith({});
-    expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toEqual(['tmp']);
-    expect(mainContainer(deployment).volumeMounts?.map((m) => m.mountPath)).toEqual(['/tmp']);
-    const pod = await pods.start(deployment, { podName: 'products-product-service-plain-1' });
-    kill(pod, 'SIGUSR1');
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    const connect = `require('net').connect(9229, '127.0.0.1').on('connect', () => console.log('open')).on('error', (e) => console.log(e.code))`;
-    expect(debugContainer(pod, connect).trim()).toBe('ECONNREFUSED');
-    expect(logsOf(pod.name)).not.toMatch(/Debugger listening/);
-    await stillServing(pod);
-  });
-});
