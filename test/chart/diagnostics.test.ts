@@ -13,8 +13,7 @@ import { mainContainer, must, podSpecOf } from './helm';
 
 /** A credential the pod holds, as the OTLP headers' API key would be. */
 const SECRET = `api-key=diag-${randomBytes(12).toString('hex')}`;
-const DIAGNOSTICS = { diagnostics: { enabled: true }, extraEnv: [{ name: 'OTEL_EXPORTER_OTLP_HEADERS', value: SECRET }] };
-const HEAP_SNAPSHOTS = { ...DIAGNOSTICS, diagnostics: { enabled: true, heapSnapshot: { enabled: true } } };
+const HEAP_SNAPSHOTS = { diagnostics: { enabled: true, heapSnapshot: { enabled: true } }, extraEnv: [{ name: 'OTEL_EXPORTER_OTLP_HEADERS', value: SECRET }] };
 
 const pods = new Pods();
 beforeAll(() => pods.setUp(), 60_000);
@@ -151,17 +150,6 @@ describe('diagnostics.enabled with diagnostics.heapSnapshot.enabled', () => {
     // And deleted as the page says.
     debugContainer(pod, `require('fs').rmSync('/diagnostics/${name}')`);
     expect(readdirSync(dir)).not.toContain(name);
-    await stillServing(pod);
-  });
-});
-
-describe('diagnostics.enabled alone', () => {
-  it('SIGURG does nothing (no heap snapshot, no exit); SIGUSR2 still writes the report', async () => {
-    const pod = await pods.start(deploymentWith(DIAGNOSTICS), { podName: 'products-product-service-diag-2' });
-    kill(pod, 'SIGURG');
-    kill(pod, 'SIGUSR2');
-    await vi.waitFor(() => expect(listDiagnostics(pod).some((f) => f.startsWith('report.'))).toBe(true), { timeout: 15_000, interval: 250 });
-    expect(listDiagnostics(pod).filter((f) => f.endsWith('.heapsnapshot'))).toEqual([]);
     await stillServing(pod);
   });
 });
