@@ -116,7 +116,7 @@ describe('diagnostics.enabled with diagnostics.heapSnapshot.enabled', () => {
     await stillServing(pod);
   });
 
-  it('SIGURG writes a heap snapshot (mode 0600) to /diagnostics, the root filesystem still read-only; the service keeps answering', async () => {
+  it('SIGURG writes a heap snapshot (mode 0600) to /diagnostics; the service keeps answering', async () => {
     const heapUsed = must(sampleValue(await scrape(pod.metricsUrl), 'nodejs_heap_size_used_bytes'), 'nodejs_heap_size_used_bytes');
     const rssBefore = peakRss(pod);
     const dir = hostDiagnosticsDir(pod);
@@ -145,8 +145,6 @@ describe('diagnostics.enabled with diagnostics.heapSnapshot.enabled', () => {
     const copy = debugContainer(pod, `process.stdout.write(require('fs').readFileSync('/diagnostics/${name}'))`);
     expect(Buffer.byteLength(copy)).toBe(size);
     expect(copy.startsWith('{"snapshot":{"meta":')).toBe(true);
-    // Nothing was written anywhere else: the service's root filesystem is read-only.
-    expect(debugContainer(pod, `try { require('fs').writeFileSync('/proc/1/root/app/x', 'x') } catch (e) { console.log(e.code) }`).trim()).toBe('EROFS');
     // And deleted as the page says.
     debugContainer(pod, `require('fs').rmSync('/diagnostics/${name}')`);
     expect(readdirSync(dir)).not.toContain(name);
