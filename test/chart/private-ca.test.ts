@@ -97,8 +97,9 @@ describe("the chart README's private-CA recipe", () => {
   });
 });
 
+// The recipe's control. That requests are answered as usual meanwhile is the service's (test/telemetry.test.ts).
 describe('without the CA', () => {
-  it('the TLS failure is counted in otel_sdk_exporter_span_exported_total{error_type}, no span arrives, and requests are still answered', async () => {
+  it('the TLS failure is counted in otel_sdk_exporter_span_exported_total{error_type} and no span arrives', async () => {
     const deployment = deploymentWith({ otel: { endpoint }, extraEnv: [FAST_EXPORT] });
     expect(podSpecOf(deployment).volumes?.map((v) => v.name)).toEqual(['tmp']);
     const pod = await pods.start(deployment, { podName: 'products-product-service-noca-1', dockerArgs: ADD_HOST_ARGS });
@@ -109,18 +110,12 @@ describe('without the CA', () => {
         const exposition = await scrape(pod.metricsUrl);
         const errors = samples(exposition, 'otel_sdk_exporter_span_exported_total').filter((s) => s.labels.error_type !== undefined && s.value > 0);
         expect(errors.length, `no failed export counted yet:\n${exposition}`).toBeGreaterThan(0);
-        return { errors, exposition };
+        return errors;
       },
       { timeout: 30_000, interval: 500 },
     );
-    console.log(`without the CA: ${JSON.stringify(failed.errors)}`);
-    expect(sampleValue(failed.exposition, 'otel_sdk_exporter_span_exported_total')).toBe(0);
-    expect(samples(failed.exposition, 'otel_sdk_processor_span_processed_total').some((s) => s.labels.error_type === failed.errors[0]?.labels.error_type)).toBe(
-      true,
-    );
+    console.log(`without the CA: ${JSON.stringify(failed)}`);
     expect(receiver.spans.filter((span) => span.traceId === traceId)).toEqual([]);
-    expect((await fetch(`${pod.baseUrl}/health`)).status).toBe(200);
-    expect(await postTraced(pod.baseUrl, traceId)).toBe(201);
     expect(docker(['logs', pod.name]).stderr).toMatch(/certificate/i);
   });
 });

@@ -32,17 +32,3 @@ export function bridgeAddress(): string {
   if (address === undefined) throw new Error(`No IPv4 address on docker0 (is dockerd running with its default bridge?): ${ip.stderr}`);
   return address;
 }
-
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-
-/** The JSON object lines of a container's stdout (`docker logs`); other lines are left out. */
-export function jsonLines(stdout: string): Array<Record<string, unknown>> {
-  return stdout.split('\n').flatMap((line) => {
-    try {
-      const parsed: unknown = JSON.parse(line);
-      return isRecord(parsed) ? [parsed] : [];
-    } catch {
-      return [];
-    }
-  });
-}

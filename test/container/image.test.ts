@@ -448,7 +448,7 @@ describe('tracing from the image', () => {
         expect(request.path).toBe(expected[protocol]?.path);
         expect(request.contentType).toContain(expected[protocol]?.contentType);
       }
-      // The span's own shape and its log line are the service's (test/telemetry.test.ts) and the chart's pod's (test/chart/docker-run.test.ts).
+      // The span's own shape and its log line are the service's (test/telemetry.test.ts).
       const spans = collector.receiver.spans.filter((span) => span.traceId === traceId);
       expect(
         spans.map((span) => `${span.name} ${span.parentSpanId}`),
