@@ -39,7 +39,8 @@ function dashboardConfigMap(args: string[], release = 'products', namespace = 's
 }
 
 describe('PrometheusRule', () => {
-  it.each(['ServiceMonitor', 'PodMonitor'] as const)("selects the job the chart's %s sets (the release's full name) and the release namespace", (kind) => {
+  // That the rules select this job and namespace: test/deploy/rules.test.ts 'every alert carries the release's job...'.
+  it.each(['ServiceMonitor', 'PodMonitor'] as const)("sets the job of the chart's %s to the release's full name, before the values' relabelings", (kind) => {
     const monitor = kind === 'ServiceMonitor' ? 'serviceMonitor' : 'podMonitor';
     // A relabeling of the values', which must come after the chart's.
     const own = set(`monitoring.${monitor}.relabelings[0].targetLabel=team`, `monitoring.${monitor}.relabelings[0].replacement=shop`);
@@ -47,7 +48,7 @@ describe('PrometheusRule', () => {
       [[], 'products-product-service'],
       [set('fullnameOverride=catalogue'), 'catalogue'],
     ] as const) {
-      const objects = template([...set(`monitoring.${monitor}.enabled=true`), ...RULES_AND_DASHBOARD, ...own, ...args]);
+      const objects = template([...set(`monitoring.${monitor}.enabled=true`), ...own, ...args]);
       // The chart sets the job; else the operator would name it after the metrics Service, or <namespace>/<PodMonitor>.
       // test/deploy/monitor-job.test.ts runs these relabelings in a real Prometheus.
       const endpoints = kind === 'ServiceMonitor' ? findOne(objects, kind).spec.endpoints : findOne(objects, kind).spec.podMetricsEndpoints;
@@ -57,10 +58,6 @@ describe('PrometheusRule', () => {
           { targetLabel: 'team', replacement: 'shop' },
         ],
       ]);
-      const exprs = (findOne(objects, 'PrometheusRule').spec.groups ?? []).flatMap((group) => (group.rules ?? []).map((rule) => String(rule.expr)));
-      const selectors = exprs.flatMap((expr) => [...expr.matchAll(/\{([^{}]*\bjob=[^{}]*)\}/g)].map((match) => match[1] ?? ''));
-      expect(selectors.length).toBeGreaterThan(40);
-      for (const selector of selectors) expect(selector).toMatch(new RegExp(`(^|, )job="${job}", namespace="shop"`));
     }
   });
 
