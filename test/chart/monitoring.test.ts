@@ -225,24 +225,17 @@ describe('Grafana dashboard ConfigMap', () => {
   });
 });
 
+// Its NS=, JOB= and RELEASE= names, the objects its commands name: docs-commands.test.ts.
 describe('the runbook (docs/runbook.md)', () => {
   const runbook = readFileSync(join(ROOT, 'docs/runbook.md'), 'utf8');
-  const objects = template(MONITORING, 'products', 'shop');
-  const deployment = findOne(objects, 'Deployment');
-  // The names the runbook reads off an alert of release "products" in namespace "shop".
-  const names: Record<string, string> = { NS: 'shop', JOB: must(deployment.metadata?.name, 'Deployment name'), RELEASE: 'products' };
-
-  it('sets JOB to the name the chart gives the Deployment, the Services, the ServiceMonitor and the PrometheusRule', () => {
-    expect(runbook).toContain(`JOB=${names.JOB ?? ''} `);
-    for (const kind of ['ServiceMonitor', 'PrometheusRule'] as const) expect(findOne(objects, kind).metadata?.name, kind).toBe(names.JOB);
-    expect(ofKind(objects, 'Service').map((svc) => svc.metadata?.name)).toEqual(expect.arrayContaining([names.JOB, `${names.JOB ?? ''}-metrics`]));
-  });
+  // The job of release "products" in namespace "shop": its full name, the Deployment's.
+  const job = must(findOne(template(MONITORING, 'products', 'shop'), 'Deployment').metadata?.name, 'Deployment name');
 
   it("selects in its PromQL the job and namespace the chart's rules select", () => {
     const selectors = [...runbook.matchAll(/\{job="([^"]*)", namespace="([^"]*)"/g)].map((match) => `${match[1] ?? ''}/${match[2] ?? ''}`);
     expect(selectors.length).toBeGreaterThan(5);
     // Also the synthetic probe's job, the Prometheus Operator's probe/<namespace>/<Probe name>.
-    expect(new Set(selectors)).toEqual(new Set([`${names.JOB ?? ''}/shop`, `probe/shop/${names.JOB ?? ''}/shop`]));
+    expect(new Set(selectors)).toEqual(new Set([`${job}/shop`, `probe/shop/${job}/shop`]));
     expect(runbook).not.toMatch(/job=~/);
   });
 });
