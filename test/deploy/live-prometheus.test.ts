@@ -27,7 +27,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   let receiver: OtlpReceiver | undefined;
   let rulesFile = '';
   let trafficStarted = 0;
-  const ids: number[] = [];
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
@@ -68,11 +67,11 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     trafficStarted = Date.now();
     const base = service.baseUrl;
     while (Date.now() - trafficStarted < 12_000) {
-      const posts = Array.from({ length: 5 }, async () => {
-        const response = await fetch(`${base}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' });
-        if (response.status === 201) ids.push(((await response.json()) as { product_id: number }).product_id);
-        else await response.arrayBuffer();
-      });
+      const posts = Array.from({ length: 5 }, () =>
+        fetch(`${base}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' }).then((response) =>
+          response.arrayBuffer(),
+        ),
+      );
       // The 404 comes "through a proxy" that received it 5 ms earlier: the queue-time panel has data.
       const others = ['/health', '/no-such-path'].map(async (path) => {
         const response = await fetch(`${base}${path}`, path === '/health' ? {} : { headers: { 'x-request-start': `t=${Date.now() - 5}` } });
@@ -91,16 +90,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     await service?.stop();
     await receiver?.close();
     if (dir !== '') rmSync(dir, { recursive: true, force: true });
-  });
-
-  it('product_ids_issued_total in Prometheus equals the ids the test received', async () => {
-    expect(ids.length).toBeGreaterThan(200);
-    const issued = await prom().query(`product_ids_issued_total{job="${JOB}"}`);
-    expect(issued.data.result.map((sample) => Number(sample.value[1]))).toEqual([ids.length]);
-    const created = await prom().query(
-      `sum(http_server_request_duration_seconds_count{job="${JOB}", http_request_method="POST", http_route="/product", http_response_status_code="201"})`,
-    );
-    expect(Number(created.data.result[0]?.value[1])).toBe(ids.length);
   });
 
   it('promtool check metrics accepts a live scrape', async () => {
