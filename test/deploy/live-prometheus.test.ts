@@ -196,7 +196,8 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     }
   });
 
-  it('loads every rule, evaluates it without error, and nothing is pending or firing on the healthy service', async () => {
+  // That nothing is pending or firing on a healthy service: live-alerts.test.ts 'with no fault, nothing was pending or firing, all through the suite'.
+  it('loads every rule and evaluates it without error on the healthy service', async () => {
     const rules = await prom().api<{ groups: Array<{ name: string; file: string; interval: number; rules: RuleState[] }> }>('/api/v1/rules');
     const loaded = rules.data.groups.flatMap((group) => group.rules);
     // Every group at the global evaluation interval (1 s), the error budget's at its own.
@@ -208,10 +209,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     for (const rule of loaded) {
       expect(rule.health, `${rule.name}: ${rule.lastError ?? ''}`).toBe('ok');
       expect(Date.parse(rule.lastEvaluation), rule.name).toBeGreaterThan(trafficStarted);
-      if (rule.type === 'alerting')
-        expect({ name: rule.name, state: rule.state, alerts: rule.alerts }).toEqual({ name: rule.name, state: 'inactive', alerts: [] });
     }
-    expect(await prom().alerts()).toEqual([]);
     // The SLO recording rules match this job.
     const ratio = await prom().query(`job_namespace:product_service_slo_errors:ratio_rate5m{job="${JOB}", namespace="${NAMESPACE}"}`);
     expect(ratio.data.result.map((sample) => [sample.metric.slo, sample.value[1]]).sort()).toEqual([
