@@ -140,11 +140,10 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     expect(image).not.toMatch(/:latest(@|$)/);
   });
 
-  it('sets CPU and memory requests and a memory limit, and sizes the Node heap from it', () => {
+  it('sets CPU and memory requests and a memory limit', () => {
     expect(container.resources?.requests?.cpu).toBeTruthy();
     expect(container.resources?.requests?.memory).toBeTruthy();
     expect(container.resources?.limits?.memory).toBeTruthy();
-    expect(envValue(container, 'NODE_OPTIONS')).toMatch(/^--max-old-space-size-percentage=\d+ --max-semi-space-size=16 --disable-sigusr1( |$)/);
   });
 
   it('renders every env name once, and passes the OpenTelemetry resource from the downward API', () => {
