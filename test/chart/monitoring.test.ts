@@ -39,7 +39,8 @@ function dashboardConfigMap(args: string[], release = 'products', namespace = 's
 }
 
 describe('PrometheusRule', () => {
-  it.each(['ServiceMonitor', 'PodMonitor'] as const)("selects the job the chart's %s sets (the release's full name) and the release namespace", (kind) => {
+  // That the rules select this job and namespace: test/deploy/rules.test.ts 'every alert carries the release's job...'.
+  it.each(['ServiceMonitor', 'PodMonitor'] as const)("sets the job of the chart's %s to the release's full name, before the values' relabelings", (kind) => {
     const monitor = kind === 'ServiceMonitor' ? 'serviceMonitor' : 'podMonitor';
     // A relabeling of the values', which must come after the chart's.
     const own = set(`monitoring.${monitor}.relabelings[0].targetLabel=team`, `monitoring.${monitor}.relabelings[0].replacement=shop`);
@@ -47,7 +48,7 @@ describe('PrometheusRule', () => {
       [[], 'products-product-service'],
       [set('fullnameOverride=catalogue'), 'catalogue'],
     ] as const) {
-      const objects = template([...set(`monitoring.${monitor}.enabled=true`), ...RULES_AND_DASHBOARD, ...own, ...args]);
+      const objects = template([...set(`monitoring.${monitor}.enabled=true`), ...own, ...args]);
       // The chart sets the job; else the operator would name it after the metrics Service, or <namespace>/<PodMonitor>.
       // test/deploy/monitor-job.test.ts runs these relabelings in a real Prometheus.
       const endpoints = kind === 'ServiceMonitor' ? findOne(objects, kind).spec.endpoints : findOne(objects, kind).spec.podMetricsEndpoints;
@@ -57,36 +58,25 @@ describe('PrometheusRule', () => {
           { targetLabel: 'team', replacement: 'shop' },
         ],
       ]);
-      const exprs = (findOne(objects, 'PrometheusRule').spec.groups ?? []).flatMap((group) => (group.rules ?? []).map((rule) => String(rule.expr)));
-      const selectors = exprs.flatMap((expr) => [...expr.matchAll(/\{([^{}]*\bjob=[^{}]*)\}/g)].map((match) => match[1] ?? ''));
-      expect(selectors.length).toBeGreaterThan(40);
-      for (const selector of selectors) expect(selector).toMatch(new RegExp(`(^|, )job="${job}", namespace="shop"`));
     }
   });
 
-  it('links every alert to its runbook section and, at grafanaUrl, to the dashboard under the uid the dashboard gets, or the one the values set', () => {
-    const links = set(
-      'monitoring.prometheusRule.runbookUrl=https://runbooks.example.com/product-service',
-      'monitoring.prometheusRule.grafanaUrl=https://grafana.example.com',
-    );
-    const { dashboard } = dashboardConfigMap([]);
-    for (const rule of alerts(rulesOf(links))) {
-      expect(rule.annotations?.runbook_url).toBe(`https://runbooks.example.com/product-service#${String(rule.alert).toLowerCase()}`);
-      expect(rule.annotations?.dashboard_url).toBe(`https://grafana.example.com/d/${dashboard.uid}?var-job=products-product-service&var-namespace=shop`);
+  // runbook_url, and dashboard_url only with grafanaUrl, on the alerts as they fire: test/deploy/rules/tuned.test.yaml and the other promtool files.
+  it('links the alerts to the dashboard under the uid the dashboard gets, or the one the values set', () => {
+    const url = 'monitoring.prometheusRule.grafanaUrl=https://grafana.example.com';
+    expect(dashboardConfigMap(set('monitoring.grafanaDashboard.uid=shop-products')).dashboard.uid).toBe('shop-products');
+    for (const args of [set(url), set(url, 'monitoring.grafanaDashboard.uid=shop-products')]) {
+      const { uid } = dashboardConfigMap(args).dashboard;
+      for (const rule of alerts(rulesOf(args)))
+        expect(rule.annotations?.dashboard_url).toBe(`https://grafana.example.com/d/${uid}?var-job=products-product-service&var-namespace=shop`);
     }
-    const uid = set('monitoring.grafanaDashboard.uid=shop-products', 'monitoring.prometheusRule.grafanaUrl=https://grafana.example.com/');
-    expect(dashboardConfigMap(uid).dashboard.uid).toBe('shop-products');
-    for (const rule of alerts(rulesOf(uid)))
-      expect(rule.annotations?.dashboard_url).toBe('https://grafana.example.com/d/shop-products?var-job=products-product-service&var-namespace=shop');
-    // Without grafanaUrl no link at all: a path alone is one a pager cannot open.
-    for (const rule of alerts(rulesOf([]))) expect(rule.annotations).not.toHaveProperty('dashboard_url');
   });
 
-  it('adds the extra labels and annotations to every alert, the interval to every group, and leaves out disabled alerts', () => {
+  // The extra labels, annotations and severities on the alerts as they fire: test/deploy/rules/tuned.test.yaml.
+  it('sets the interval of every group, leaves out disabled alerts, and puts no extra label on the recording rules', () => {
     const rules = rulesOf([
-      ...set('monitoring.prometheusRule.additionalRuleLabels.team=shop', 'monitoring.prometheusRule.additionalRuleAnnotations.owner=shop-oncall'),
-      ...set('monitoring.prometheusRule.interval=15s', 'monitoring.prometheusRule.disabled.ProductServiceLogLinesDropped=true'),
-      ...set('monitoring.prometheusRule.alerts.ProductServiceTargetDown.severity=info'),
+      ...set('monitoring.prometheusRule.additionalRuleLabels.team=shop', 'monitoring.prometheusRule.interval=15s'),
+      ...set('monitoring.prometheusRule.disabled.ProductServiceLogLinesDropped=true'),
     ]);
     // The error budget's group keeps its own (slo.periodInterval): it reads the whole SLO period.
     expect(rules.groups.map((group) => [group.name, group.interval])).toEqual(
@@ -95,11 +85,6 @@ describe('PrometheusRule', () => {
     // Every other alert stays.
     const all = alerts(rulesOf([])).map((rule) => rule.alert);
     expect(alerts(rules).map((rule) => rule.alert)).toEqual(all.filter((alert) => alert !== 'ProductServiceLogLinesDropped'));
-    for (const rule of alerts(rules)) {
-      expect(rule.labels?.team, rule.alert).toBe('shop');
-      expect(rule.annotations?.owner, rule.alert).toBe('shop-oncall');
-    }
-    expect(alerts(rules).find((rule) => rule.alert === 'ProductServiceTargetDown')?.labels?.severity).toBe('info');
     for (const rule of rules.groups.flatMap((group) => group.rules).filter((r) => r.record !== undefined)) expect(rule.labels?.team).toBeUndefined();
   });
 
@@ -110,12 +95,13 @@ describe('PrometheusRule', () => {
   });
 });
 
-// The synthetic probe: a blackbox exporter asks for /health through the API's Service, and the
-// alert reads the series of the Probe's job (the operator's default, probe/<namespace>/<name>).
+// The synthetic probe: a blackbox exporter asks for /health through the API's Service. That
+// ProductServiceProbeFailing reads the Probe's job (the operator's probe/<namespace>/<name>) and pages:
+// test/deploy/rules/probe.test.yaml, and live-alerts.test.ts with this Probe and a real exporter.
 describe('Probe', () => {
   const PROBER = 'prometheus-blackbox-exporter.monitoring.svc:9115';
 
-  it("is off by default; on, it probes /health through the API's Service and ProductServiceProbeFailing reads its job", () => {
+  it("is off by default; on, it probes /health through the API's Service", () => {
     expect(ofKind(template(MONITORING), 'Probe')).toEqual([]);
     expect(alerts(rulesOf([])).map((rule) => rule.alert)).not.toContain('ProductServiceProbeFailing');
     const objects = template([...MONITORING, ...set('monitoring.probe.enabled=true', `monitoring.probe.prober.url=${PROBER}`)]);
@@ -130,9 +116,6 @@ describe('Probe', () => {
       prober: { url: PROBER, scheme: 'http', path: '/probe' },
       targets: { staticConfig: { static: [`http://${service?.metadata?.name}.shop.svc:${port}/health`] } },
     });
-    const rule = alerts(findOne(objects, 'PrometheusRule').spec as never).find((r) => r.alert === 'ProductServiceProbeFailing');
-    expect(rule?.expr).toBe(`1 - avg_over_time(probe_success{job="probe/shop/${probe.metadata?.name}", namespace="shop"}[5m]) > 0.5\n`);
-    expect(rule?.labels).toMatchObject({ severity: 'critical', job: 'products-product-service', namespace: 'shop' });
   });
 
   it("is refused without the blackbox exporter's address", () => {
@@ -228,24 +211,17 @@ describe('Grafana dashboard ConfigMap', () => {
   });
 });
 
+// Its NS=, JOB= and RELEASE= names, the objects its commands name: docs-commands.test.ts.
 describe('the runbook (docs/runbook.md)', () => {
   const runbook = readFileSync(join(ROOT, 'docs/runbook.md'), 'utf8');
-  const objects = template(MONITORING, 'products', 'shop');
-  const deployment = findOne(objects, 'Deployment');
-  // The names the runbook reads off an alert of release "products" in namespace "shop".
-  const names: Record<string, string> = { NS: 'shop', JOB: must(deployment.metadata?.name, 'Deployment name'), RELEASE: 'products' };
-
-  it('sets JOB to the name the chart gives the Deployment, the Services, the ServiceMonitor and the PrometheusRule', () => {
-    expect(runbook).toContain(`JOB=${names.JOB ?? ''} `);
-    for (const kind of ['ServiceMonitor', 'PrometheusRule'] as const) expect(findOne(objects, kind).metadata?.name, kind).toBe(names.JOB);
-    expect(ofKind(objects, 'Service').map((svc) => svc.metadata?.name)).toEqual(expect.arrayContaining([names.JOB, `${names.JOB ?? ''}-metrics`]));
-  });
+  // The job of release "products" in namespace "shop": its full name, the Deployment's.
+  const job = must(findOne(template(MONITORING, 'products', 'shop'), 'Deployment').metadata?.name, 'Deployment name');
 
   it("selects in its PromQL the job and namespace the chart's rules select", () => {
     const selectors = [...runbook.matchAll(/\{job="([^"]*)", namespace="([^"]*)"/g)].map((match) => `${match[1] ?? ''}/${match[2] ?? ''}`);
     expect(selectors.length).toBeGreaterThan(5);
     // Also the synthetic probe's job, the Prometheus Operator's probe/<namespace>/<Probe name>.
-    expect(new Set(selectors)).toEqual(new Set([`${names.JOB ?? ''}/shop`, `probe/shop/${names.JOB ?? ''}/shop`]));
+    expect(new Set(selectors)).toEqual(new Set([`${job}/shop`, `probe/shop/${job}/shop`]));
     expect(runbook).not.toMatch(/job=~/);
   });
 });

@@ -140,11 +140,10 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     expect(image).not.toMatch(/:latest(@|$)/);
   });
 
-  it('sets CPU and memory requests and a memory limit, and sizes the Node heap from it', () => {
+  it('sets CPU and memory requests and a memory limit', () => {
     expect(container.resources?.requests?.cpu).toBeTruthy();
     expect(container.resources?.requests?.memory).toBeTruthy();
     expect(container.resources?.limits?.memory).toBeTruthy();
-    expect(envValue(container, 'NODE_OPTIONS')).toMatch(/^--max-old-space-size-percentage=\d+ --max-semi-space-size=16 --disable-sigusr1( |$)/);
   });
 
   it('renders every env name once, and passes the OpenTelemetry resource from the downward API', () => {
@@ -169,8 +168,6 @@ describe.each(valueSets)('helm template with $name', ({ args }) => {
     for (const svc of services) expect(svc.spec?.selector).toEqual(selector);
     for (const pdb of ofKind(objects, 'PodDisruptionBudget')) expect(pdb.spec?.selector?.matchLabels).toEqual(selector);
     for (const np of serverPolicies(objects)) expect(np.spec?.podSelector.matchLabels).toEqual(selector);
-    // A ServiceMonitor selects Services, not pods: the metrics Service, by its component label as well.
-    for (const sm of ofKind(objects, 'ServiceMonitor')) expect(sm.spec.selector.matchLabels).toEqual({ ...selector, 'app.kubernetes.io/component': 'metrics' });
     for (const pm of ofKind(objects, 'PodMonitor')) expect(pm.spec.selector.matchLabels).toEqual(selector);
     // The helm test pod must not look like a server to the Service, PDB or NetworkPolicy.
     for (const pod of ofKind(objects, 'Pod')) expect(pod.metadata?.labels).not.toMatchObject(selector);

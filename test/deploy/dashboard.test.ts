@@ -39,9 +39,8 @@ function datasourceRefs(node: unknown, found: unknown[] = []): unknown[] {
 }
 
 describe('Grafana dashboard', () => {
-  it('is a dashboard JSON with a fixed uid, not an export for sharing', () => {
-    expect(dashboard.uid).toBe('product-service');
-    expect(dashboard.title).toBe('product-service');
+  // Its uid, the one the compose stack's alerts link to: compose.test.ts 'the alerts link to the local Grafana's dashboard'.
+  it('is a dashboard JSON, not an export for sharing', () => {
     expect(text).not.toContain('${DS_');
     expect(text).not.toContain('__inputs');
     expect(text).not.toContain('__requires');

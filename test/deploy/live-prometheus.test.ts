@@ -27,7 +27,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
   let receiver: OtlpReceiver | undefined;
   let rulesFile = '';
   let trafficStarted = 0;
-  const ids: number[] = [];
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'deploy-prometheus-'));
@@ -68,11 +67,11 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     trafficStarted = Date.now();
     const base = service.baseUrl;
     while (Date.now() - trafficStarted < 12_000) {
-      const posts = Array.from({ length: 5 }, async () => {
-        const response = await fetch(`${base}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' });
-        if (response.status === 201) ids.push(((await response.json()) as { product_id: number }).product_id);
-        else await response.arrayBuffer();
-      });
+      const posts = Array.from({ length: 5 }, () =>
+        fetch(`${base}/product`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' }).then((response) =>
+          response.arrayBuffer(),
+        ),
+      );
       // The 404 comes "through a proxy" that received it 5 ms earlier: the queue-time panel has data.
       const others = ['/health', '/no-such-path'].map(async (path) => {
         const response = await fetch(`${base}${path}`, path === '/health' ? {} : { headers: { 'x-request-start': `t=${Date.now() - 5}` } });
@@ -91,16 +90,6 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     await service?.stop();
     await receiver?.close();
     if (dir !== '') rmSync(dir, { recursive: true, force: true });
-  });
-
-  it('product_ids_issued_total in Prometheus equals the ids the test received', async () => {
-    expect(ids.length).toBeGreaterThan(200);
-    const issued = await prom().query(`product_ids_issued_total{job="${JOB}"}`);
-    expect(issued.data.result.map((sample) => Number(sample.value[1]))).toEqual([ids.length]);
-    const created = await prom().query(
-      `sum(http_server_request_duration_seconds_count{job="${JOB}", http_request_method="POST", http_route="/product", http_response_status_code="201"})`,
-    );
-    expect(Number(created.data.result[0]?.value[1])).toBe(ids.length);
   });
 
   it('promtool check metrics accepts a live scrape', async () => {
@@ -207,7 +196,8 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     }
   });
 
-  it('loads every rule, evaluates it without error, and nothing is pending or firing on the healthy service', async () => {
+  // That nothing is pending or firing on a healthy service: live-alerts.test.ts 'with no fault, nothing was pending or firing, all through the suite'.
+  it('loads every rule and evaluates it without error on the healthy service', async () => {
     const rules = await prom().api<{ groups: Array<{ name: string; file: string; interval: number; rules: RuleState[] }> }>('/api/v1/rules');
     const loaded = rules.data.groups.flatMap((group) => group.rules);
     // Every group at the global evaluation interval (1 s), the error budget's at its own.
@@ -219,10 +209,7 @@ describe('dashboard and rules against a real Prometheus scraping the running ser
     for (const rule of loaded) {
       expect(rule.health, `${rule.name}: ${rule.lastError ?? ''}`).toBe('ok');
       expect(Date.parse(rule.lastEvaluation), rule.name).toBeGreaterThan(trafficStarted);
-      if (rule.type === 'alerting')
-        expect({ name: rule.name, state: rule.state, alerts: rule.alerts }).toEqual({ name: rule.name, state: 'inactive', alerts: [] });
     }
-    expect(await prom().alerts()).toEqual([]);
     // The SLO recording rules match this job.
     const ratio = await prom().query(`job_namespace:product_service_slo_errors:ratio_rate5m{job="${JOB}", namespace="${NAMESPACE}"}`);
     expect(ratio.data.result.map((sample) => [sample.metric.slo, sample.value[1]]).sort()).toEqual([

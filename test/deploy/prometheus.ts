@@ -16,12 +16,9 @@ export interface Sample {
 }
 export interface RuleState {
   name: string;
-  type: 'alerting' | 'recording';
   health: string;
   lastError?: string;
-  state?: string;
   lastEvaluation: string;
-  alerts?: Array<{ labels: Record<string, string>; state: string }>;
 }
 export interface ActiveAlert {
   labels: Record<string, string>;

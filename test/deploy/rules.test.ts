@@ -72,6 +72,7 @@ describe('alert and recording rules rendered from the chart', () => {
   it.each([
     ['products', RELEASE, 'products-product-service'],
     ['a 51-character release name', LONG_RELEASE, 'catalogue-search-indexer-eu-west-1-production-green-product-ser'],
+    ['fullnameOverride', { ...RELEASE, set: ['fullnameOverride=catalogue'] }, 'catalogue'],
   ])("every alert carries the release's job and namespace, and reads only its series (%s)", (_name, release, job) => {
     const rules = parseRules(renderRules(release));
     const selector = `job="${job}", namespace="${release.namespace}"`;
