@@ -171,8 +171,6 @@ function containerEnv(chart, ports) {
     'metadata.uid': '6f1c0a2e-0000-4000-8000-capacitybench',
     'metadata.namespace': chart.namespace,
     'spec.nodeName': 'capacity-bench-node',
-    'status.podIP': '127.0.0.1',
-    'status.hostIP': '127.0.0.1',
   };
   const env = new Map();
   for (const e of chart.env) {

@@ -1,6 +1,7 @@
 // Shared parts of the benchmark: the repository's paths, the configurations, /proc readers, the
 // OTLP sink and server processes, the load generators. Used by every bench/*.mjs script.
 import { spawn, execFileSync } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -170,14 +171,10 @@ export function rssMb(pid) {
 
 /** `n` distinct free ports: all are held open together, so the kernel cannot hand one out twice. */
 export async function freePorts(n) {
-  const servers = [];
-  for (let i = 0; i < n; i++) {
-    const server = net.createServer();
-    await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
-    servers.push(server);
-  }
+  const servers = Array.from({ length: n }, () => net.createServer().listen(0, '127.0.0.1'));
+  await Promise.all(servers.map((server) => once(server, 'listening')));
   const ports = servers.map((server) => /** @type {net.AddressInfo} */ (server.address()).port);
-  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(() => resolve(undefined)))));
+  await Promise.all(servers.map((server) => once(server.close(), 'close')));
   return ports;
 }
 

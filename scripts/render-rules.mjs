@@ -20,6 +20,8 @@ const DEPLOY_VALUES = join(root, 'deploy/prometheus/chart-values.yaml');
 const DEPLOY_RULES = join(root, 'deploy/prometheus/rules/product-service.yaml');
 // The compose stack's scrape job is the full name of a release called product-service.
 const DEPLOY_RELEASE = { release: 'product-service', namespace: 'local' };
+// The CRD APIs of a cluster, as every `helm template` here is given them: the PrometheusRule and its Probe alert need theirs.
+const API_VERSIONS = readFileSync(join(root, 'scripts/ci/chart-api-versions.txt'), 'utf8').match(/^[^#\s]\S*/gm);
 
 const args = process.argv.slice(2);
 const option = (name) => args.flatMap((arg, i) => (arg === name && args[i + 1] !== undefined ? [args[i + 1]] : []));
@@ -33,13 +35,7 @@ function render({ release, namespace, values }) {
       chart,
       '--namespace',
       namespace,
-      // The APIs the PrometheusRule (and the Probe it may alert on) need, as a cluster with the Prometheus Operator would report it.
-      '--api-versions',
-      'monitoring.coreos.com/v1',
-      '--api-versions',
-      'monitoring.coreos.com/v1/PrometheusRule',
-      '--api-versions',
-      'monitoring.coreos.com/v1/Probe',
+      ...API_VERSIONS.flatMap((api) => ['--api-versions', api]),
       '--set',
       'monitoring.prometheusRule.enabled=true',
       ...values.flatMap((file) => ['--values', file]),

@@ -5,8 +5,8 @@
 # systemd here). Waits for another apt/dpkg run instead of failing on its lock. Installs only the
 # packages missing: with all present it does nothing, and needs no root.
 #
-# Usage: sh scripts/ci/apt-install.sh PACKAGE...   (.ci/run, package.json's test:deploy and
-# test:container, the workflows, docker-engine.sh, base-images.sh)
+# Usage: sh scripts/ci/apt-install.sh PACKAGE...   (package.json's test:container, test:chart and
+# test:deploy, the workflows, docker-engine.sh, base-images.sh)
 set -eu
 
 missing=""
