@@ -17,7 +17,7 @@ export function traceResponse(): string {
   return `00-${valid ? span.traceId : randomHex()}-${randomHex().slice(16)}-00`;
 }
 
-/** 32 hex digits, never all zero (the version digit is 4): Node draws randomUUID's bytes ahead in a cache, as a call into the CSPRNG costs far more than the bytes it returns. */
+/** 32 hex digits, never all zero (digit 13 is the version, 4; digit 17, where `.slice(16)` starts, the variant, 8-b): Node draws randomUUID's bytes ahead in a cache, as a call into the CSPRNG costs far more than the bytes it returns. */
 const randomHex = (): string => randomUUID().replaceAll('-', '');
 
 export const traceIdOf = (traceResponseValue: string): string => traceResponseValue.slice(3, 35);

@@ -68,7 +68,7 @@ const SERVICE_DEFAULTS: Readonly<Record<string, string>> = {
   OTEL_BSP_SCHEDULE_DELAY: '200',
 };
 
-/** A queue set below the batch size shrinks the batch to its size: the SDK does that itself, with a warning. */
+/** Each OTEL_* variable the environment leaves unset gets the service's default (a queue set below the batch size: the SDK shrinks the batch itself, with a warning). */
 function applyServiceDefaults(env: WritableEnv): void {
   for (const [name, value] of Object.entries(SERVICE_DEFAULTS)) {
     if (readVariable(env, name) === undefined) env[name] = value;
