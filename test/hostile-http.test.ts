@@ -3,12 +3,15 @@
 // Hostile and unusual HTTP through real sockets, on both ports: the answer on the wire and, where the
 // request reached the service, what it recorded (histogram, product_ids_issued_total, log level).
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { STATUS_CODES } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Gauge } from 'prom-client';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { parse } from 'yaml';
 import { MAX_REQUESTS_PER_CONNECTION } from '../src/http/server';
 import { REFUSAL_LOG_LIMIT, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
 import { requestCount, sampleValue, samples, scrape } from './support/exposition';
@@ -274,6 +277,22 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
   });
 });
 
+/**
+ * The chart's pod memory and the heap it gives Node there (values.yaml), written out for a service
+ * started here: this process is in no memory cgroup, where `--max-old-space-size-percentage` applies.
+ */
+const POD = (() => {
+  const values = parse(readFileSync(join(__dirname, '../helm/product-service/values.yaml'), 'utf8')) as {
+    resources: { limits: { memory: string } };
+    nodeHeapPercent: number;
+    nodeSemiSpaceMb: number;
+  };
+  const limit = /^(\d+)Mi$/.exec(values.resources.limits.memory)?.[1];
+  if (limit === undefined) throw new Error(`values.yaml's resources.limits.memory is not in Mi: ${values.resources.limits.memory}`);
+  const limitMiB = Number(limit);
+  return { limitMiB, heapMiB: Math.floor((limitMiB * values.nodeHeapPercent) / 100), semiSpaceMiB: values.nodeSemiSpaceMb };
+})();
+
 describe('pipelining', () => {
   const post = 'POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}';
 
@@ -294,12 +313,12 @@ describe('pipelining', () => {
     expect(parseResponse(raw).headers.connection).toBe('close');
   });
 
-  it('20 connections pipelining ~4,700 POSTs each without reading: each is closed, RSS stays under the chart limit (384 MiB), every /health meanwhile answers 200, ids only for answers given', async () => {
-    // With the heap the chart gives the pod (60 % of 384 Mi): V8 grows its heap as far as it may
-    // under allocation pressure, so a peak only means something with the limit production has.
+  it('20 connections pipelining ~4,700 POSTs each without reading: each is closed, RSS stays under the chart limit (values.yaml), every /health meanwhile answers 200, ids only for answers given', async () => {
+    // With the heap the chart gives the pod: V8 grows its heap as far as it may under allocation
+    // pressure, so a peak only means something with the limit production has.
     // How long /health waits behind the 1,280 requests served is not bounded: a timed bound failed on
     // loaded CI, and the edge's connection limits bound such floods (docs/reliability.md).
-    const svc = await serviceForTest({ NODE_OPTIONS: '--max-old-space-size=230' });
+    const svc = await serviceForTest({ NODE_OPTIONS: `--max-old-space-size=${POD.heapMiB}` });
     const rss = (): number => rssMiB(svc.child.pid ?? 0);
     const chunk = Buffer.from(post.repeat(1170)); // 64 KiB, what Node's parser reads at once
     const floods = await Promise.all(
@@ -332,7 +351,7 @@ describe('pipelining', () => {
       interval: 20,
       message: 'every flooding connection closed by the server',
     });
-    expect(peakRss).toBeLessThan(384);
+    expect(peakRss).toBeLessThan(POD.limitMiB);
     expect(healthStatuses.every((status) => status === 200)).toBe(true);
 
     expect(closedByServer()).toBe(20);
@@ -373,11 +392,13 @@ describe('connections held open for free (slowloris and idle)', () => {
 });
 
 describe('a collector that never answers, while clients send 7.5 KB User-Agents', () => {
-  it("with the pod's heap: every request answered 201, /health answers, span attributes cut at 1,024 characters, RSS under the chart's 384 MiB limit", async () => {
+  it("with the pod's heap: every request answered 201, /health answers, span attributes cut at 1,024 characters, RSS under the chart's memory limit", async () => {
     const collector = await startOtlpReceiver('hang');
     onTestFinished(() => collector.close());
-    // The heap the chart gives its 384 Mi pod (60 %), written out: this process is in no memory cgroup.
-    const svc = await serviceForTest({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, NODE_OPTIONS: '--max-old-space-size=230 --max-semi-space-size=16' });
+    const svc = await serviceForTest({
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      NODE_OPTIONS: `--max-old-space-size=${POD.heapMiB} --max-semi-space-size=${POD.semiSpaceMiB}`,
+    });
     let peakRss = 0;
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(svc.child.pid ?? 0))), 100);
     onTestFinished(() => clearInterval(sampler));
@@ -405,7 +426,7 @@ describe('a collector that never answers, while clients send 7.5 KB User-Agents'
     expect(statuses.filter((status) => status !== 201)).toEqual([]);
     expect(collector.spans.length).toBeGreaterThan(0);
     expect(new Set(collector.spans.map((span) => String(span.attributes['user_agent.original']).length))).toEqual(new Set([1024]));
-    expect(peakRss).toBeLessThan(384);
+    expect(peakRss).toBeLessThan(POD.limitMiB);
   });
 });
 
