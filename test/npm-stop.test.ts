@@ -5,6 +5,7 @@
 // PID alone, and npm forwards only SIGINT and SIGTERM, only to its direct child (the dev loop's
 // watcher runs in a process group of its own).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -39,6 +40,8 @@ async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals, grou
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
+  // 'close' comes once every process holding npm's stdout has exited and its last bytes were read.
+  const closed = once(npm, 'close');
   let stdout = '';
   let stderr = '';
   npm.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -67,6 +70,8 @@ async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals, grou
       },
       { timeout: 5000, interval: 100 },
     );
+    // The tree being gone does not mean its last output was read: a flushed shutdown line can still be in the pipe.
+    await closed;
     return stdout;
   } finally {
     for (const member of tree) {
