@@ -51,7 +51,9 @@ export default defineConfig({
   test: {
     project: ['service', 'process-suites'],
     projects: [
-      ...base.test.projects.map((project) => ({ test: { ...project.test, setupFiles, exclude: [...(project.test.exclude ?? []), 'test/code-contracts.test.ts'] } })),
+      ...base.test.projects.map((project) => ({
+        test: { ...project.test, setupFiles, exclude: [...(project.test.exclude ?? []), 'test/code-contracts.test.ts'] },
+      })),
       // The process project's settings (its timeouts), narrowed to those suites.
       { test: { ...processProject.test, name: 'process-suites', include: PROCESS_SUITES, setupFiles } },
     ],
