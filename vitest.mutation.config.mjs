@@ -1,8 +1,9 @@
 // What a mutation run (stryker.config.mjs) runs: the `service` project but for its code contracts
 // (they read src/, which Stryker rewrote), and the `process` suites that are the only proof of a
 // file: the signal's path through src/shutdown.ts, the SDK's set-up (telemetry.ts, diagnostics.ts),
-// the log stream (logger.ts). The hostile floods, the dev loop and npm's stop stay out (minutes a
-// mutant), and so does the stuck-stdout suite: its FIFO aborts Stryker's worker (docs/development.md).
+// the log stream (logger.ts), hostile HTTP (connections.ts). The dev loop and npm's stop stay out
+// (they prove tooling), and so does the stuck-stdout suite: its FIFO aborts Stryker's worker
+// (docs/development.md).
 import { appendFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
 import base from './vitest.config.mts';
@@ -45,7 +46,7 @@ const timings = {
 // Every file's tests get what its beforeAll hooks reached, and spawned services report theirs (test/support/mutants.ts).
 const setupFiles = ['test/support/mutants.ts'];
 const processProject = base.test.projects.find((project) => project.test.name === 'process');
-const PROCESS_SUITES = ['shutdown', 'telemetry', 'logging', 'otel-config'].map((name) => `test/${name}.test.ts`);
+const PROCESS_SUITES = ['shutdown', 'telemetry', 'logging', 'otel-config', 'hostile-http'].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({
   test: {
@@ -54,8 +55,9 @@ export default defineConfig({
       ...base.test.projects.map((project) => ({
         test: { ...project.test, setupFiles, exclude: [...(project.test.exclude ?? []), 'test/code-contracts.test.ts'] },
       })),
-      // The process project's settings (its timeouts), narrowed to those suites.
-      { test: { ...processProject.test, name: 'process-suites', include: PROCESS_SUITES, setupFiles } },
+      // The process project's settings (its timeouts), narrowed to those suites, run after the
+      // in-process ones: a mutant's run stops at its first failing test, and those fail in milliseconds.
+      { test: { ...processProject.test, name: 'process-suites', include: PROCESS_SUITES, setupFiles, sequence: { groupOrder: 1 } } },
     ],
     reporters: process.env.MUTATION_TIMINGS === undefined ? ['default'] : ['default', timings],
   },

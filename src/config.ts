@@ -24,7 +24,6 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export class ConfigError extends Error {
   constructor(variable: string, value: string, allowed: string) {
     super(`invalid configuration: ${variable}=${JSON.stringify(value)}: ${allowed}`);
-    this.name = 'ConfigError';
   }
 }
 

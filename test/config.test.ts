@@ -187,6 +187,10 @@ describe('parseConfig', () => {
     expect(() => parseConfig({ [variable]: value })).toThrow(allowed);
   });
 
+  it('accepts port 0 (any free port) for all three listeners at once', () => {
+    expect(parseConfig({ PORT: '0', METRICS_PORT: '0', PROBE_PORT: '0' })).toMatchObject({ port: 0, metricsPort: 0, probePort: 0 });
+  });
+
   it('treats an empty value as unset', () => {
     expect(parseConfig({ PORT: '', LOG_LEVEL: ' ', BUILD_REVISION: '' })).toMatchObject({ port: 8080, logLevel: 'info', buildRevision: 'unknown' });
   });

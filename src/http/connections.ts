@@ -11,12 +11,7 @@ import { problemAnswer, sendProblem } from './problem';
 import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 
 /** The request's connection closed (the client left, or the server answered 408) before its answer: nothing is answered. */
-export class ConnectionClosed extends Error {
-  constructor() {
-    super('The connection closed before the request could be answered.');
-    this.name = 'ConnectionClosed';
-  }
-}
+export class ConnectionClosed extends Error {}
 
 /** nginx's status for a request whose client left before its answer. */
 export const CLIENT_LEFT = 499;
