@@ -3,7 +3,10 @@
 // The log stream: JSON lines a log pipeline can index without configuration, one line per
 // request (probes only at debug), never a request body, and unexpected errors logged in full
 // while the client learns nothing about them.
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { sampleValue } from './support/exposition';
 import { inProcessForTest } from './support/in-process';
 import { serviceForTest, VERSION } from './support/service-process';
@@ -117,6 +120,27 @@ describe('an unexpected error while serving a request', () => {
     expect(await next.json()).toEqual({ product_id: 42 });
     expect(svc.metrics.registry.getSingleMetric('product_ids_issued_total')).toBeDefined();
     expect(sampleValue(await svc.exposition(), 'product_ids_issued_total')).toBe(1);
+  });
+});
+
+describe('a failure nothing handled (a throw from an event listener, a rejected promise nobody awaits)', () => {
+  it.each([
+    ['throw', 'uncaught exception'],
+    ['Promise.reject', 'unhandled promise rejection'],
+  ])('%s: one fatal JSON line with the error and its stack, then exit 1', async (how, message) => {
+    // A preload schedules the failure once the service is up: nothing in the service can be made to fail so.
+    const dir = mkdtempSync(join(tmpdir(), 'uncaught-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const preload = join(dir, 'fail-later.js');
+    const fail = how === 'throw' ? "throw new Error('unhandled-marker')" : "void Promise.reject(new Error('unhandled-marker'))";
+    writeFileSync(preload, `process.once('SIGUSR2', () => { ${fail}; });\n`);
+    const svc = await serviceForTest({ NODE_OPTIONS: `--require ${preload}` });
+    svc.child.kill('SIGUSR2');
+    expect(await svc.exited).toBe(1);
+    const fatal = svc.logLines().filter((line) => line.level === 'fatal');
+    expect(fatal).toMatchObject([{ msg: message, err: { type: 'Error', message: 'unhandled-marker' } }]);
+    expect((fatal[0]?.err as { stack?: string }).stack).toContain('fail-later.js');
+    expect(svc.stderr()).toBe('');
   });
 });
 
