@@ -9,7 +9,8 @@ export default {
   mutate: ['src/**/*.ts'],
   testRunner: 'vitest',
   // Not only the tests that import the mutated file: the spawning ones reach src/ through dist/.
-  vitest: { configFile: 'vitest.mutation.config.mjs', related: false },
+  // Forks, not worker threads: in a thread the stuck-stdout suite's FIFO aborts the test runner.
+  vitest: { configFile: 'vitest.mutation.config.mjs', related: false, pool: 'forks' },
   plugins: ['@stryker-mutator/vitest-runner', './scripts/mutation-score.mjs'],
   // Stryker links node_modules into its sandbox only after the build command, which needs it first;
   // the command is run without a shell, its words split at unescaped spaces.
