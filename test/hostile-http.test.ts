@@ -104,6 +104,8 @@ describe('a request answered 408 because its body came too slowly', () => {
     const raw = await connection.waitFor(isCompleteResponse, 3000);
     expectProblem(parseResponse(raw), 408);
     expect(parseResponse(raw).headers.connection).toBe('close');
+    const traceId = parseResponse(raw).headers.traceresponse?.split('-')[1];
+    expect(JSON.parse(parseResponse(raw).body)).toMatchObject({ detail: 'The request was not received in time.', trace_id: traceId });
     connection.socket.write('defghij'); // the rest of the body, too late
     await connection.closed;
     expect(connection.received()).toBe(raw);
@@ -113,9 +115,17 @@ describe('a request answered 408 because its body came too slowly', () => {
       interval: 20,
       message: 'the request line',
     });
-    expect(svc.logs.filter((line) => line.msg === 'request completed')).toEqual([expect.objectContaining({ level: 'info', status: 408, route: '/product' })]);
+    // One id for the request: the refusal's line and the request's carry the one its answer gave.
+    expect(svc.logs.filter((line) => line.msg === 'request completed')).toEqual([
+      expect.objectContaining({ level: 'info', status: 408, route: '/product', trace_id: traceId }),
+    ]);
+    expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE)).toEqual([
+      expect.objectContaining({ level: 'info', status: 408, in_application: true, peer: '127.0.0.1', trace_id: traceId }),
+    ]);
     expect(svc.logs.filter((line) => line.level === 'error')).toEqual([]);
     const exposition = await svc.exposition();
+    // The application recorded it (the histogram), so it is no refusal before the application.
+    expect(sampleValue(exposition, 'product_service_http_requests_refused_total', { reason: 'request_timeout' })).toBe(0);
     expect(requestCount(exposition, 'POST', '/product', 408)).toBe(1);
     expect(statusesCounted(exposition)).toEqual([408]);
     expect(idsIssued(exposition)).toBe(0);
@@ -213,6 +223,11 @@ describe('a body over the limit from a client still sending it', () => {
 const SMUGGLING = 'POST /product HTTP/1.1\r\nHost: x\r\n';
 const BEHIND = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n';
 
+const PARSER_DETAIL: Record<number, RegExp> = {
+  431: /^The request headers are larger than the server accepts\.$/,
+  505: /^This server speaks HTTP\/1\.0 and HTTP\/1\.1 only\.$/,
+};
+
 describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
   ['the API port', (svc) => svc.port],
   ['the metrics port', (svc) => svc.metricsPort],
@@ -266,6 +281,8 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
     const raw = await exchangeUntilClosed(portOf(svc), payload);
     const answer = parseResponse(raw);
     expectProblem(answer, status);
+    // Each says what was wrong; the parser's own refusals in words of the status.
+    expect((JSON.parse(answer.body) as { detail: string }).detail).toMatch(PARSER_DETAIL[status] ?? /\w/);
     expect(answer.headers.connection).toBe('close');
     expect(raw.match(/HTTP\/1\.1 \d{3}/g)).toHaveLength(1);
     if (status === 405) expect(answer.headers.allow).toBe('');
@@ -451,6 +468,17 @@ describe('refusals in the log', () => {
     ]);
     await Promise.all(Array.from({ length: REFUSAL_LOG_LIMIT.lines + 50 }, () => rawExchange(svc.port, 'BROKEN\r\n\r\n')));
     expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE)).toHaveLength(REFUSAL_LOG_LIMIT.lines);
+
+    // A window later, the next refusal is logged again, with the count of those that were not.
+    const windowLater = performance.now() + REFUSAL_LOG_LIMIT.windowMs;
+    vi.spyOn(performance, 'now').mockImplementation(() => windowLater);
+    onTestFinished(() => {
+      vi.restoreAllMocks();
+    });
+    await rawExchange(svc.port, 'BROKEN\r\n\r\n');
+    const lines = svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE);
+    expect(lines.slice(0, -1).filter((line) => 'not_logged_before' in line)).toEqual([]);
+    expect(lines.at(-1)).toMatchObject({ status: 400, not_logged_before: 51 });
   });
 });
 

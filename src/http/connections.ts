@@ -53,6 +53,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   let window = { startedAt: -Infinity, lines: 0, suppressed: 0 };
   const logRefusal = (level: 'info' | 'warn', fields: Record<string, unknown>): void => {
     const now = performance.now();
+    // Stryker disable next-line EqualityOperator: > for >= differs only at the window's exact end, a float no clock lands on by design
     if (now - window.startedAt >= REFUSAL_LOG_LIMIT.windowMs) window = { startedAt: now, lines: 0, suppressed: window.suppressed };
     if (window.lines >= REFUSAL_LOG_LIMIT.lines) {
       window.suppressed += 1;
