@@ -79,7 +79,7 @@ describe('connections past the cap', () => {
     // As every refusal, at most so many lines however many were refused: a flood of refusals cannot flood the log.
     const lines = svc.logLines().filter((line) => line.msg === REFUSAL_LOG_MESSAGE);
     expect(lines).toHaveLength(REFUSAL_LOG_LIMIT.lines);
-    expect(lines[0]).toMatchObject({ level: 'warn', max_connections: 50, peer: '127.0.0.1' });
+    expect(lines[0]).toMatchObject({ level: 'warn', detail: 'MAX_CONNECTIONS (50) are open.', max_connections: 50, peer: '127.0.0.1' });
   });
 
   it('MAX_CONNECTIONS=50 holds past headersTimeout: 60 idle clients that reconnect once closed are cut with 408 at each timeout and take the places back, never more than 50 open at once; those past the cap are still closed at once after each cut', async () => {

@@ -285,6 +285,7 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
     expect((JSON.parse(answer.body) as { detail: string }).detail).toMatch(PARSER_DETAIL[status] ?? /\w/);
     expect(answer.headers.connection).toBe('close');
     expect(raw.match(/HTTP\/1\.1 \d{3}/g)).toHaveLength(1);
+    expect(raw.startsWith(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n`)).toBe(true);
     if (status === 405) expect(answer.headers.allow).toBe('');
   });
 
@@ -321,6 +322,9 @@ describe('pipelining', () => {
     expect(answers[MAX_REQUESTS_PER_CONNECTION - 1]).toMatch(/\r\nConnection: close\r\n/i);
     // Node's own answer to the first request past the bound, written before the connection is closed.
     expect(answers.slice(MAX_REQUESTS_PER_CONNECTION)).toEqual([expect.stringMatching(/^503 Service Unavailable\r\n/)]);
+    expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE)).toEqual([
+      expect.objectContaining({ level: 'warn', detail: `The connection sent more than ${MAX_REQUESTS_PER_CONNECTION} requests.`, peer: '127.0.0.1' }),
+    ]);
   });
 
   it('an HTTP/1.0 client pipelining keep-alive requests gets one answer, with Connection: close (the bound counts HTTP/1.1 only)', async () => {

@@ -98,6 +98,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
 
   // Past maxConnections Node closes each new connection at once.
   server.on('drop', (data) =>
+    // Stryker disable next-line OptionalChaining: a TCP server's 'drop' always has its data (an IPC server's has none)
     closedUnanswered('connection_limit', `MAX_CONNECTIONS (${server.maxConnections}) are open.`, data?.remoteAddress, {
       max_connections: server.maxConnections,
     }),
