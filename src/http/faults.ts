@@ -46,8 +46,7 @@ export function warnOfFaults(logger: Logger, faults: Faults): void {
 async function delayUnlessClosed(ms: number, res: ServerResponse): Promise<void> {
   const left = new AbortController();
   const onClose = (): void => left.abort();
-  // Before the answer is written, a response closes only when its connection does.
+  // Before the answer is written, a response closes only when its connection does; aborting after the delay ends does nothing.
   res.once('close', onClose);
   await sleep(ms, undefined, { signal: left.signal }).catch(() => undefined);
-  res.off('close', onClose);
 }

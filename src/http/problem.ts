@@ -21,8 +21,8 @@ export class HttpProblem extends Error {
     readonly detail?: string,
     readonly headers: Readonly<Record<string, string>> = {},
   ) {
-    super(detail ?? STATUS_CODES[status] ?? 'Error');
-    this.name = 'HttpProblem';
+    // Caught by http/middleware.ts, which answers it: its message is never shown.
+    super(detail);
   }
 }
 
