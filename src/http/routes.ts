@@ -67,6 +67,7 @@ const routes = new WeakMap<IncomingMessage, string | undefined>();
 export function routeOfRequest(router: Router, req: IncomingMessage): string | undefined {
   if (routes.has(req)) return routes.get(req);
   const target = requestTarget(req);
+  // Stryker disable next-line StringLiteral: a server's request always has a method
   const match = 'path' in target ? router.match(target.path, req.method ?? 'GET') : undefined;
   const layer = match?.pathAndMethod.findLast((candidate) => candidate.methods.length > 0) ?? match?.path[0];
   const route = typeof layer?.path === 'string' ? layer.path : undefined;

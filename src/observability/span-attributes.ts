@@ -54,8 +54,8 @@ export function clientAddress(peer: string | undefined, forwardedFor: string | s
   if (peer === undefined || trusted === undefined || forwardedFor === undefined || !isTrusted(trusted, peer)) return peer;
   const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',');
   let client = peer;
-  for (let i = hops.length - 1; i >= 0; i -= 1) {
-    const hop = addressOf(hops[i]?.trim() ?? '');
+  for (const entry of hops.reverse()) {
+    const hop = addressOf(entry.trim());
     if (hop === undefined) break;
     client = hop;
     if (!isTrusted(trusted, hop)) break;
