@@ -36,16 +36,23 @@ describe('OpenTelemetry configuration mistakes', () => {
     expect(lines[0]).toMatch(/^opentelemetry (warn|error): /);
   });
 
-  it('a malformed OTEL_RESOURCE_ATTRIBUTES entry is left out in one line and the valid entries still apply', async () => {
+  it('each malformed OTEL_RESOURCE_ATTRIBUTES entry is left out in one line, an empty one silently, and the valid entries still apply', async () => {
     const receiver = await startOtlpReceiver();
     onTestFinished(() => receiver.close());
     const stderr = await stderrOf(
-      { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_RESOURCE_ATTRIBUTES: 'team=shop,broken,region=eu%2Dwest', OTEL_BSP_SCHEDULE_DELAY: '100' },
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_RESOURCE_ATTRIBUTES: 'team=shop,broken,, ,tier=%E0%A4%A,region=eu%2Dwest',
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+      },
       () => receiver.waitForSpans(() => true),
     );
-    expect(stderr.trim().split('\n')).toEqual([
-      "product-service: OTEL_RESOURCE_ATTRIBUTES entry \"broken\" is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply",
-    ]);
+    expect(stderr.trim().split('\n')).toEqual(
+      ['"broken"', '"tier=%E0%A4%A"'].map(
+        (entry) =>
+          `product-service: OTEL_RESOURCE_ATTRIBUTES entry ${entry} is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply`,
+      ),
+    );
     expect(receiver.spans[0]?.resource).toMatchObject({ team: 'shop', region: 'eu-west' });
   });
 });
