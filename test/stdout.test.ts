@@ -2,10 +2,16 @@
 //
 // A stuck stdout (a FIFO whose reader, a log shipper, stops reading) must hold neither a request,
 // nor memory beyond the bounded buffer, nor the exit; the lines it drops are counted on /metrics
-// and, once the pipe moves again, in one warn line.
+// and, once the pipe moves again, in one warn line. The SDK's diagnostics on stderr likewise.
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, constants as fs } from 'node:fs';
 import { Agent, request } from 'node:http';
+import { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { stderrDiagLogger } from '../src/observability/diagnostics';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
 import { sampleValue, scrape } from './support/exposition';
 import { startWithFifoStdout, type FifoService } from './support/fifo-stdout';
@@ -176,4 +182,59 @@ describe('stdout that stops being read', () => {
     expect(times).toEqual([...times].sort());
     expect(service.stderr()).toBe('');
   }, 120_000);
+});
+
+// In-process: stderrDiagLogger writes to the descriptor it is given, here a file or a FIFO's write end.
+describe("the SDK's diagnostics on a stderr", () => {
+  const tempDir = (): string => {
+    const dir = mkdtempSync(join(tmpdir(), 'diagnostics-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    return dir;
+  };
+
+  it('say a message repeated within a minute once, and how many times more when it comes again after the minute', async () => {
+    const file = join(tempDir(), 'stderr');
+    const fd = openSync(file, 'w');
+    onTestFinished(() => closeSync(fd));
+    const diag = stderrDiagLogger(fd);
+    const now = Date.now();
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(now);
+    onTestFinished(() => clock.mockRestore());
+    for (let i = 0; i < 3; i += 1) diag.error('export failed: %s', 'ECONNREFUSED');
+    diag.info('once a minute');
+    clock.mockReturnValue(now + 60_000);
+    diag.error('export failed: %s', 'ECONNREFUSED');
+    diag.info('once a minute');
+    await vi.waitFor(() => expect(readFileSync(file, 'utf8').split('\n')).toHaveLength(5), { timeout: 2000, interval: 20 });
+    expect(readFileSync(file, 'utf8').split('\n')).toEqual([
+      'opentelemetry error: export failed: ECONNREFUSED',
+      'opentelemetry info: once a minute',
+      'opentelemetry error: export failed: ECONNREFUSED (and 2 times more in the last minute)',
+      'opentelemetry info: once a minute',
+      '',
+    ]);
+  });
+
+  it('that is not read hold 64 lines besides the one being written, count the rest, and say how many were dropped with the next line', async () => {
+    const fifo = join(tempDir(), 'stderr');
+    execFileSync('mkfifo', [fifo]);
+    const reader = new Socket({ fd: openSync(fifo, fs.O_RDONLY | fs.O_NONBLOCK), readable: true, writable: false });
+    reader.pause();
+    // Blocking, as a pipe's write end is: once the pipe is full, each write waits for the reader.
+    const fd = openSync(fifo, 'w');
+    onTestFinished(() => {
+      reader.destroy();
+      closeSync(fd);
+    });
+    const diag = stderrDiagLogger(fd);
+    // Distinct lines of 1 KiB: one is written (into the pipe, or waiting for room there), 64 are held, 35 dropped.
+    for (let i = 0; i < 100; i += 1) diag.warn(`${i} ${'x'.repeat(1000)}`);
+    let read = '';
+    reader.setEncoding('utf8').on('data', (chunk: string) => (read += chunk));
+    reader.resume();
+    await vi.waitFor(() => expect(read.split('\n')).toHaveLength(1 + 64 + 1), { timeout: 5000, interval: 20 });
+    diag.warn('after');
+    await vi.waitFor(() => expect(read).toContain('after'), { timeout: 2000, interval: 20 });
+    expect(read.split('\n').at(-2)).toBe('opentelemetry warn: after (35 earlier diagnostics dropped: stderr was not being read)');
+  });
 });

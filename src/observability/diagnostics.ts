@@ -6,7 +6,7 @@ import { format } from 'node:util';
  * The SDK's diagnostics on stderr (stdout carries only JSON lines), asynchronously so a stalled pipe
  * never blocks the event loop; repeats (an export failing every batch) and overflow are counted instead.
  */
-export function stderrDiagLogger(): DiagLogger {
+export function stderrDiagLogger(fd = 2): DiagLogger {
   const REPEAT_WINDOW_MS = 60_000;
   const QUEUE_LIMIT = 64;
   const lastWritten = new Map<string, { at: number; repeats: number }>();
@@ -20,7 +20,7 @@ export function stderrDiagLogger(): DiagLogger {
       return;
     }
     writing = true;
-    writeFile(2, line, pump);
+    writeFile(fd, line, pump);
   };
   const write =
     (level: string) =>
