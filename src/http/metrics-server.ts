@@ -20,7 +20,7 @@ export function createMetricsServer(metrics: Metrics, logger: Logger, options: S
 }
 
 async function serveMetrics(req: IncomingMessage, res: ServerResponse, metrics: Metrics): Promise<void> {
-  if (req.url?.split('?')[0] !== '/metrics') return sendProblem(res, problemAnswer(404));
+  if (String(req.url).split('?')[0] !== '/metrics') return sendProblem(res, problemAnswer(404));
   if (req.method !== 'GET' && req.method !== 'HEAD') return sendProblem(res, problemAnswer(405, undefined, { Allow: 'GET, HEAD' }));
   const { contentType, body } = await metrics.render(req.headers.accept);
   if (res.destroyed) return;

@@ -13,7 +13,7 @@ const PROBE_MAX_CONNECTIONS = 16;
 export function createProbeServer(logger: Logger, options: ServerOptions = {}): Server {
   return createHttpServer(
     (req, res) => {
-      if (req.url?.split('?')[0] !== '/health') return sendProblem(res, problemAnswer(404));
+      if (String(req.url).split('?')[0] !== '/health') return sendProblem(res, problemAnswer(404));
       res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': 2 });
       res.end(req.method === 'HEAD' ? undefined : 'ok');
     },
