@@ -508,6 +508,18 @@ describe('a malformed request pipelined behind a valid one', () => {
     expect(parseResponse(first).status).toBe(201);
     expectProblem(parseResponse(second), 400);
   });
+
+  // The version is judged on the bad request's own line, not on the first line of what arrived.
+  it.each([
+    ['HTTP/3.0', 505],
+    ['HTTP/1.1x', 400],
+  ])('a request line naming %s behind a valid request gets %i', async (version, status) => {
+    const svc = await inProcessForTest();
+    const raw = await exchangeUntilClosed(svc.port, `GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health ${version}\r\nHost: x\r\n\r\n`);
+    const [first = '', second = ''] = raw.split(/(?=HTTP\/1\.1 \d{3} )/);
+    expect(parseResponse(first).status).toBe(200);
+    expectProblem(parseResponse(second), status);
+  });
 });
 
 describe("NODE_OPTIONS=--insecure-http-parser (reachable through the chart's extraNodeOptions)", () => {

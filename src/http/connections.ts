@@ -180,7 +180,9 @@ function clientErrorStatus(error: ParserError): number {
 /** A well-formed line naming another version (HTTP/3.0), not broken syntax reported the same way. */
 function namesAnotherVersion(error: ParserError): boolean {
   const { rawPacket: raw, bytesParsed: at } = error;
+  // Stryker disable next-line ConditionalExpression,LogicalOperator: a parser error always carries both; the check is for the types
   if (raw === undefined || at === undefined) return false;
+  // Stryker disable next-line ConditionalExpression,EqualityOperator: at 0, lastIndexOf finds nothing and the line starts at 0 too
   const lineStart = at > 0 ? raw.lastIndexOf(0x0a, at - 1) + 1 : 0;
   return /^\S+ \S+ HTTP\/\d\.\d\r\n/.test(raw.toString('latin1', lineStart, at + 2));
 }
