@@ -25,5 +25,6 @@ async function serveMetrics(req: IncomingMessage, res: ServerResponse, metrics: 
   const { contentType, body } = await metrics.render(req.headers.accept);
   if (res.destroyed) return;
   res.writeHead(200, { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(body) });
-  res.end(req.method === 'HEAD' ? undefined : body);
+  // Node sends no body in the answer to a HEAD.
+  res.end(body);
 }

@@ -15,7 +15,8 @@ export function createProbeServer(logger: Logger, options: ServerOptions = {}): 
     (req, res) => {
       if (String(req.url).split('?')[0] !== '/health') return sendProblem(res, problemAnswer(404));
       res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': 2 });
-      res.end(req.method === 'HEAD' ? undefined : 'ok');
+      // Node sends no body in the answer to a HEAD.
+      res.end('ok');
     },
     { logger, maxConnections: PROBE_MAX_CONNECTIONS },
     options,
