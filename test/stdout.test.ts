@@ -3,10 +3,8 @@
 // A stuck stdout (a FIFO whose reader, a log shipper, stops reading) must hold neither a request,
 // nor memory beyond the bounded buffer, nor the exit; the lines it drops are counted on /metrics
 // and, once the pipe moves again, in one warn line. The SDK's diagnostics on stderr likewise.
-import { execFileSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, constants as fs } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -14,7 +12,7 @@ import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { stderrDiagLogger } from '../src/observability/diagnostics';
 import { EXIT_FLUSH_TIMEOUT_MS } from '../src/observability/logger';
 import { sampleValue, scrape } from './support/exposition';
-import { startWithFifoStdout, type FifoService } from './support/fifo-stdout';
+import { openFifo, startWithFifoStdout, type FifoService } from './support/fifo-stdout';
 import { exitWithin, rssMiB } from './support/service-process';
 
 const DROPPED_METRIC = 'product_service_log_lines_dropped_total';
@@ -186,14 +184,10 @@ describe('stdout that stops being read', () => {
 
 // In-process: stderrDiagLogger writes to the descriptor it is given, here a file or a FIFO's write end.
 describe("the SDK's diagnostics on a stderr", () => {
-  const tempDir = (): string => {
+  it('say a message repeated within a minute once, and how many times more when it comes again after the minute', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'diagnostics-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
-    return dir;
-  };
-
-  it('say a message repeated within a minute once, and how many times more when it comes again after the minute', async () => {
-    const file = join(tempDir(), 'stderr');
+    const file = join(dir, 'stderr');
     const fd = openSync(file, 'w');
     onTestFinished(() => closeSync(fd));
     const diag = stderrDiagLogger(fd);
@@ -216,17 +210,13 @@ describe("the SDK's diagnostics on a stderr", () => {
   });
 
   it('that is not read hold 64 lines besides the one being written, count the rest, and say how many were dropped with the next line', async () => {
-    const fifo = join(tempDir(), 'stderr');
-    execFileSync('mkfifo', [fifo]);
-    const reader = new Socket({ fd: openSync(fifo, fs.O_RDONLY | fs.O_NONBLOCK), readable: true, writable: false });
+    const { reader, writeEnd, remove } = openFifo();
     reader.pause();
-    // Blocking, as a pipe's write end is: once the pipe is full, each write waits for the reader.
-    const fd = openSync(fifo, 'w');
     onTestFinished(() => {
-      reader.destroy();
-      closeSync(fd);
+      closeSync(writeEnd);
+      remove();
     });
-    const diag = stderrDiagLogger(fd);
+    const diag = stderrDiagLogger(writeEnd);
     // Distinct lines of 1 KiB: one is written (into the pipe, or waiting for room there), 64 are held, 35 dropped.
     for (let i = 0; i < 100; i += 1) diag.warn(`${i} ${'x'.repeat(1000)}`);
     let read = '';

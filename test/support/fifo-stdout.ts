@@ -16,20 +16,32 @@ export interface FifoService extends Omit<ServiceProcess, 'logLines' | 'stdout' 
   close(): Promise<void>;
 }
 
+/**
+ * A FIFO in a directory of its own. The reader is a socket on its read end in this process
+ * (non-blocking, so that opening it does not wait for a writer); the write end is blocking, as a
+ * pipe's is: once the FIFO is full, a write waits for the reader.
+ */
+export function openFifo(): { reader: Socket; writeEnd: number; remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'product-service-fifo-'));
+  const fifo = join(dir, 'fifo');
+  execFileSync('mkfifo', [fifo]);
+  const reader = new Socket({ fd: openSync(fifo, fs.O_RDONLY | fs.O_NONBLOCK), readable: true, writable: false });
+  const writeEnd = openSync(fifo, 'w');
+  return {
+    reader,
+    writeEnd,
+    remove: () => {
+      reader.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** The reader is a socket on the FIFO's read end in this process; the service gets the write end. */
 export async function startWithFifoStdout(env: Record<string, string>): Promise<FifoService> {
-  const dir = mkdtempSync(join(tmpdir(), 'product-service-stdout-'));
-  const fifo = join(dir, 'stdout');
-  execFileSync('mkfifo', [fifo]);
-  // Non-blocking, so that opening the read end does not wait for a writer.
-  const reader = new Socket({ fd: openSync(fifo, fs.O_RDONLY | fs.O_NONBLOCK), readable: true, writable: false });
+  const { reader, writeEnd, remove: removeFifo } = openFifo();
   const lines: LogLine[] = [];
   collectLogLines(reader, lines);
-  const writeEnd = openSync(fifo, 'w');
-  const removeFifo = (): void => {
-    reader.destroy();
-    rmSync(dir, { recursive: true, force: true });
-  };
   const service = await startService(env, writeEnd)
     .catch((error: unknown) => {
       removeFifo();
