@@ -4,9 +4,12 @@ import { STATUS_CODES } from 'node:http';
 import request from 'supertest';
 import { describe, expect, it, vi } from 'vitest';
 import { sampleValue, requestCount } from './support/exposition';
-import { inProcessForSuite } from './support/in-process';
+import { debugLogger, inProcessForSuite } from './support/in-process';
 import { openRaw, parseResponse, rawExchange, type ParsedResponse } from './support/raw-http';
-import { PRODUCT_ID_MAX as MAX_ID } from '../src/http/routes';
+import { parseConfig } from '../src/config';
+import { createApp } from '../src/http/app';
+import { createRouter, PRODUCT_ID_MAX as MAX_ID } from '../src/http/routes';
+import { createMetrics } from '../src/observability/metrics';
 
 const service = inProcessForSuite();
 
@@ -180,6 +183,22 @@ describe('a client that resets its connection mid-request', () => {
     );
     expect(lines[0]?.err).toMatchObject({ code: 'ECONNRESET' });
     expect(lines[1]).toMatchObject({ method: 'POST', route: '/product', status: 499 });
+  });
+});
+
+// Koa reports there what no middleware caught: a socket's error while answering, or a fault in the chain itself.
+describe('an error the Koa app reports outside the request handlers', () => {
+  it.each([
+    // ECONNRESET: a real reset, above.
+    ['EPIPE', 'debug', 'client connection failed'],
+    ['ERR_STREAM_DESTROYED', 'error', 'error outside a request handler'],
+  ])('%s is a JSON %s line, not a stack on stderr', (code, level, msg) => {
+    const { logger, logs } = debugLogger();
+    const metrics = createMetrics({ service: { name: 'product-service', version: 'test', revision: 'test', config: 'test' }, processMetrics: false });
+    const app = createApp({ router: createRouter({ config: parseConfig({}), metrics }), logger, metrics });
+    app.emit('error', Object.assign(new Error('boom'), { code }));
+    expect(logs).toHaveLength(1);
+    expect(logs[0]).toMatchObject({ level, msg, err: { code, message: 'boom' } });
   });
 });
 

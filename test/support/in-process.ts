@@ -30,15 +30,8 @@ export interface InProcessOverrides {
  * debug and no process metrics (tests build many services in one process).
  */
 export async function startInProcess(overrides: InProcessOverrides = {}, serverOptions: ServerOptions = {}) {
-  const logs: Array<Record<string, unknown>> = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
-      callback();
-    },
-  });
+  const { logger, logs } = debugLogger();
   const config = parseConfig({ HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...overrides.env });
-  const logger = createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination });
   const faults = overrides.faults ?? config;
   const metrics = createMetrics({
     service: { name: 'product-service', version: 'test', revision: 'test', config: 'test' },
@@ -71,6 +64,18 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
     logs,
     close: () => Promise.all([service.apiServer, service.metricsServer].map(closeNow)).then(() => undefined),
   };
+}
+
+/** The service's logger at debug, its lines parsed as they are written. */
+export function debugLogger(): { logger: ReturnType<typeof createLogger>; logs: Array<Record<string, unknown>> } {
+  const logs: Array<Record<string, unknown>> = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line.trim() !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      callback();
+    },
+  });
+  return { logger: createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination }), logs };
 }
 
 function closeNow(server: Server): Promise<void> {
