@@ -13,7 +13,15 @@ function write() {
   writeFileSync(`${file}.tmp`, JSON.stringify({ written, coverage: globalThis.__stryker__?.mutantCoverage }));
   renameSync(`${file}.tmp`, file);
 }
-if (file !== undefined) {
-  setInterval(write, 50).unref();
+// At exit, after the other handlers (pino writes its last lines in one), so that what they run counts too.
+function lastAtExit() {
+  process.removeListener('exit', write);
   process.on('exit', write);
+}
+if (file !== undefined) {
+  setInterval(() => {
+    write();
+    lastAtExit();
+  }, 50).unref();
+  lastAtExit();
 }
