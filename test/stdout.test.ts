@@ -184,13 +184,17 @@ describe('stdout that stops being read', () => {
 
 // In-process: stderrDiagLogger writes to the descriptor it is given, here a file or a FIFO's write end.
 describe("the SDK's diagnostics on a stderr", () => {
-  it('say a message repeated within a minute once, and how many times more when it comes again after the minute', async () => {
+  const onFile = (): { diag: ReturnType<typeof stderrDiagLogger>; file: string } => {
     const dir = mkdtempSync(join(tmpdir(), 'diagnostics-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'stderr');
     const fd = openSync(file, 'w');
     onTestFinished(() => closeSync(fd));
-    const diag = stderrDiagLogger(fd);
+    return { diag: stderrDiagLogger(fd), file };
+  };
+
+  it('say a message repeated within a minute once, and how many times more when it comes again after the minute', async () => {
+    const { diag, file } = onFile();
     const now = Date.now();
     const clock = vi.spyOn(Date, 'now').mockReturnValue(now);
     onTestFinished(() => clock.mockRestore());
@@ -207,6 +211,17 @@ describe("the SDK's diagnostics on a stderr", () => {
       'opentelemetry info: once a minute',
       '',
     ]);
+  });
+
+  it('forget a message once a thousand others came after it: what they remember is bounded', async () => {
+    const { diag, file } = onFile();
+    const lines = (): string[] => readFileSync(file, 'utf8').split('\n');
+    diag.warn('first');
+    // One is written, 64 held, the rest dropped: all are remembered.
+    for (let i = 0; i < 1001; i += 1) diag.warn(`other ${i}`);
+    await vi.waitFor(() => expect(lines()).toHaveLength(1 + 64 + 1), { timeout: 2000, interval: 20 });
+    diag.warn('first');
+    await vi.waitFor(() => expect(lines().at(-2)).toMatch(/^opentelemetry warn: first \(/), { timeout: 2000, interval: 20 });
   });
 
   it('that is not read hold 64 lines besides the one being written, count the rest, and say how many were dropped with the next line', async () => {
