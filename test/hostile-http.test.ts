@@ -264,7 +264,11 @@ describe.each<[port: string, portOf: (svc: InProcessService) => number]>([
     ],
     ['HTTP/1.1 without Host', 400, 'GET /health HTTP/1.1\r\n\r\n'],
     ['two Host headers', 400, 'GET /health HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n'],
-    ['Expect: bogus', 417, 'POST /product HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Length: 2\r\n\r\n{}'],
+    [
+      'Expect: bogus, the POST pipelined behind it not served',
+      417,
+      'POST /product HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Length: 2\r\n\r\n{}POST /product HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}',
+    ],
     ['CONNECT (with an empty Allow)', 405, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'],
     ['an HTTP/2.0 request line', 505, 'GET /health HTTP/2.0\r\nHost: x\r\n\r\n'],
     ['an HTTP/3.0 request line', 505, 'GET /health HTTP/3.0\r\nHost: x\r\n\r\n'],

@@ -85,8 +85,6 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     logRefusal('info', { status, detail, code, in_application: inApplication || undefined, peer, trace_id: traceIdOf(answerId) });
     const answer = problemAnswer(status, detail, { ...refusal.headers, Connection: 'close' }, answerId);
     if (res !== undefined) {
-      latest.set(socket, res);
-      res.shouldKeepAlive = false;
       sendProblem(res, answer);
       return;
     }
@@ -138,10 +136,10 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   });
 
   return {
-    /** False for a request behind one whose answer closes the connection: it cannot be answered. */
+    /** False for a request on a connection already ended or gone. Behind an answer that closes it, Node itself serves nothing. */
     admit(res: ServerResponse): boolean {
       const { socket } = res.req;
-      if (latest.get(socket)?.shouldKeepAlive === false || !canAnswerOn(socket)) return false;
+      if (!canAnswerOn(socket)) return false;
       latest.set(socket, res);
       return true;
     },
