@@ -1,5 +1,5 @@
 // Mutation testing: `npm run test:mutation` (docs/development.md, "Mutation score"). Stryker mutates
-// src/ and runs, for each mutant, the tests that cover it: the `service` project's and six
+// src/ and runs, for each mutant, the tests that cover it: the `service` project's and seven
 // `process` suites' (vitest.mutation.config.mjs).
 // Suites that spawn dist/ run a build of the mutated sources made in Stryker's sandbox
 // (buildCommand); the child is told the active mutant and reports what it covers

@@ -1,8 +1,8 @@
 // What a mutation run (stryker.config.mjs) runs: the `service` project but for its code contracts
 // (they read src/, which Stryker rewrote), and the `process` suites that are the only proof of a
 // file: the signal's path through src/shutdown.ts, the SDK's set-up (telemetry.ts, diagnostics.ts),
-// the log stream (logger.ts, stdout.test.ts too), hostile HTTP (connections.ts). The dev loop and
-// npm's stop stay out: they prove tooling.
+// the log stream (logger.ts, stdout.test.ts too), hostile HTTP (connections.ts), npm's stop (main.ts's
+// npm-parent watcher). The dev loop stays out: it proves tooling.
 import { appendFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
 import base from './vitest.config.mts';
@@ -45,7 +45,7 @@ const timings = {
 // Every file's tests get what its beforeAll hooks reached, and spawned services report theirs (test/support/mutants.ts).
 const setupFiles = ['test/support/mutants.ts'];
 const processProject = base.test.projects.find((project) => project.test.name === 'process');
-const PROCESS_SUITES = ['shutdown', 'telemetry', 'logging', 'stdout', 'otel-config', 'hostile-http'].map((name) => `test/${name}.test.ts`);
+const PROCESS_SUITES = ['shutdown', 'telemetry', 'logging', 'stdout', 'otel-config', 'hostile-http', 'npm-stop'].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({
   test: {

@@ -10,6 +10,7 @@ import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { mutantSpawnOptions } from './support/mutants';
 import { ROOT } from './support/paths';
 import { descendants, processes, scratchCopy } from './support/processes';
 import { freePorts } from './support/service-process';
@@ -34,12 +35,23 @@ const portFree = (port: number): Promise<boolean> =>
 async function stopNpm(args: string[], cwd: string, signal: NodeJS.Signals, group = false): Promise<string> {
   const [port, metricsPort] = (await freePorts(2)) as [number, number];
   // --ignore-scripts: npm start's prestart would rebuild dist/ under the other suites' feet.
+  // In a mutation run the service gets the active mutant, and its coverage preload through npm.
+  const mutants = mutantSpawnOptions();
   const npm: ChildProcess = spawn('npm', [...args, '--ignore-scripts'], {
     cwd,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(metricsPort) },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? tmpdir(),
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      METRICS_PORT: String(metricsPort),
+      ...mutants.env,
+      ...(mutants.args.length > 0 ? { NODE_OPTIONS: mutants.args.join(' ') } : {}),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
+  mutants.track(npm);
   // 'close' comes once every process holding npm's stdout has exited and its last bytes were read.
   const closed = once(npm, 'close');
   let stdout = '';

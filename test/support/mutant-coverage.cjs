@@ -9,6 +9,8 @@ const { renameSync, writeFileSync } = require('node:fs');
 const file = process.env.STRYKER_CHILD_COVERAGE_FILE;
 let written = 0;
 function write() {
+  // Not instrumented: npm or the dev loop's watcher, which pass the preload on to the service.
+  if (globalThis.__stryker__ === undefined) return;
   written += 1;
   writeFileSync(`${file}.tmp`, JSON.stringify({ written, coverage: globalThis.__stryker__?.mutantCoverage }));
   renameSync(`${file}.tmp`, file);
