@@ -1,5 +1,5 @@
 // Runs: dist/main.js (test/support/service-process.ts), since memory is the real process's; the
-// header size limit in-process (test/support/in-process.ts).
+// header size limit and a half-open refused client in-process (test/support/in-process.ts).
 //
 // The memory budget (docs/reliability.md, "Memory budget"): connections per port and unfinished
 // header bytes per connection are capped, so what clients can make the process hold is bounded.
@@ -124,6 +124,16 @@ describe('connections past the cap', () => {
     expect(cut).toBeGreaterThanOrEqual(150);
     expect(Math.max(...afterFirstCut)).toBe(50);
     expect(await refused('connection_limit')).toBeGreaterThan((droppedAtFirstCut ?? Infinity) + 50);
+  });
+
+  it('MAX_CONNECTIONS=1: a client answered 400 on its socket that never closes its side gives its place back', async () => {
+    const svc = await inProcessForTest({ env: { MAX_CONNECTIONS: '1' } });
+    // Half-open allowed: the client does not end its side when the server ends its own.
+    const refused = connect({ port: svc.port, host: '127.0.0.1', allowHalfOpen: true });
+    onTestFinished(() => void refused.destroy());
+    refused.resume().write('THIS IS NOT HTTP\r\n\r\n');
+    await once(refused, 'end');
+    expect(parseResponse(await rawExchange(svc.port, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).status).toBe(200);
   });
 
   it(`the metrics port holds ${METRICS_MAX_CONNECTIONS} connections at most, and a scrape answers once they close`, async () => {
