@@ -56,7 +56,10 @@ export default defineConfig({
       })),
       // The process project's settings (its timeouts), narrowed to those suites, run after the
       // in-process ones: a mutant's run stops at its first failing test, and those fail in milliseconds.
-      { test: { ...processProject.test, name: 'process-suites', include: PROCESS_SUITES, setupFiles, sequence: { groupOrder: 1 } } },
+      // One test at a time (npm-stop's are concurrent): a spawned service's coverage is given to the test running then.
+      {
+        test: { ...processProject.test, name: 'process-suites', include: PROCESS_SUITES, setupFiles, sequence: { groupOrder: 1 }, maxConcurrency: 1 },
+      },
     ],
     reporters: process.env.MUTATION_TIMINGS === undefined ? ['default'] : ['default', timings],
   },
