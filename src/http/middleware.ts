@@ -6,7 +6,7 @@ import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { getRPCMetadata } from '@opentelemetry/core';
 import type { Logger } from '../observability/logger';
 import { UNMATCHED_ROUTE, type Metrics } from '../observability/metrics';
-import { canAnswerOn, CLIENT_LEFT, ConnectionClosed } from './connections';
+import { ConnectionClosed } from './connections';
 import { HttpProblem, problemAnswer } from './problem';
 import { PROBE_ROUTES, routeOfRequest } from './routes';
 import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
@@ -56,7 +56,7 @@ export function answerProblems(logger: Logger, router: Router): Middleware {
       if (ctx.status >= 400 && ctx.body == null) writeProblem(ctx, ctx.status);
     } catch (error) {
       if (error instanceof ConnectionClosed) {
-        leaveUnanswered(ctx);
+        // Nothing to answer: Koa writes nothing to a gone connection (ctx.writable), which connections.ts records as 499.
       } else if (error instanceof HttpProblem) {
         writeProblem(ctx, error.status, error.detail, error.headers);
       } else {
@@ -70,14 +70,7 @@ export function answerProblems(logger: Logger, router: Router): Middleware {
         writeProblem(ctx, 500, 'The server failed to answer this request; it has been logged under its trace_id.');
       }
     }
-    if (!canAnswerOn(ctx.req.socket)) leaveUnanswered(ctx);
   };
-}
-
-/** Recorded as 499, unless the server answered already (a 408 mid-body): Koa leaves the status of a sent answer as it is. */
-function leaveUnanswered(ctx: Context): void {
-  ctx.status = CLIENT_LEFT;
-  ctx.respond = false;
 }
 
 const failures = new WeakMap<ServerResponse, string>();
