@@ -14,7 +14,7 @@ import { TRACE_RESPONSE, traceIdOf, traceResponse } from './trace-response';
 export class ConnectionClosed extends Error {}
 
 /** nginx's status for a request whose client left before its answer. */
-export const CLIENT_LEFT = 499;
+const CLIENT_LEFT = 499;
 
 const REFUSAL_BY_STATUS: Readonly<Record<number, RefusalReason>> = {
   400: 'bad_request',
