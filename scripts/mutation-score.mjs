@@ -3,6 +3,7 @@
 // whole (a line range, as CI's smoke, updates none) and keeps the others, each row saying which
 // run measured it; the total is the sum of the rows. By hand because Stryker's own reporters print
 // the table or write HTML/JSON, never into a document.
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { commonTokens, declareClassPlugin, PluginKind } from '@stryker-mutator/api/plugin';
@@ -66,7 +67,9 @@ class MutationScoreReporter {
     const tested = files.reduce((sum, { metrics: m }) => sum + m.killed + m.timeout + m.survived, 0);
     // `--testFiles`: the score against those files only, said in each row it measured.
     const against = this.options.testFiles?.length ? `, against ${this.options.testFiles.join(' ')} only` : '';
-    const run = `${new Date().toISOString().slice(0, 10)}, ${Math.round(seconds / 60)} min (${tested} mutants tested, ${tested === 0 ? 'n/a' : Math.round(seconds / tested)} s per mutant, the initial test run included)${against}`;
+    // The commit measured: a row is the file's score until the file or its tests change after it.
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const run = `${new Date().toISOString().slice(0, 10)} at ${commit}, ${Math.round(seconds / 60)} min (${tested} mutants tested, ${tested === 0 ? 'n/a' : Math.round(seconds / tested)} s per mutant, the initial test run included)${against}`;
 
     const doc = readFileSync(DOC, 'utf8');
     const start = doc.indexOf(START);
