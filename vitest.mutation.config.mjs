@@ -52,13 +52,16 @@ export default defineConfig({
     project: ['service', 'process-suites'],
     projects: [
       ...base.test.projects.map((project) => ({
-        test: { ...project.test, setupFiles, exclude: [...(project.test.exclude ?? []), 'test/code-contracts.test.ts'] },
+        // Group 1, not vitest's default 0: with Stryker's one worker, vitest runs a group-0 project's
+        // files in a group of their own after every numbered group, so the process suites would run first.
+        test: { ...project.test, setupFiles, exclude: [...(project.test.exclude ?? []), 'test/code-contracts.test.ts'], sequence: { groupOrder: 1 } },
       })),
       // The process project's settings (its timeouts), narrowed to those suites, run after the
-      // in-process ones: a mutant's run stops at its first failing test, and those fail in milliseconds.
+      // in-process ones: a mutant's run stops at its first failing test (vitest's bail skips the
+      // groups after it), and those fail in milliseconds.
       // One test at a time (npm-stop's are concurrent): a spawned service's coverage is given to the test running then.
       {
-        test: { ...processProject.test, name: 'process-suites', include: PROCESS_SUITES, setupFiles, sequence: { groupOrder: 1 }, maxConcurrency: 1 },
+        test: { ...processProject.test, name: 'process-suites', include: PROCESS_SUITES, setupFiles, sequence: { groupOrder: 2 }, maxConcurrency: 1 },
       },
     ],
     reporters: process.env.MUTATION_TIMINGS === undefined ? ['default'] : ['default', timings],
