@@ -55,6 +55,9 @@ class MutationScoreReporter {
   static inject = [commonTokens.options];
   constructor(options) {
     this.options = options;
+    // The commit the sandbox was copied from, read at the start (the run can last hours): a row is the
+    // file's score until the file or its tests change after it.
+    this.commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
   }
 
   onMutationTestReportReady(report) {
@@ -67,9 +70,7 @@ class MutationScoreReporter {
     const tested = files.reduce((sum, { metrics: m }) => sum + m.killed + m.timeout + m.survived, 0);
     // `--testFiles`: the score against those files only, said in each row it measured.
     const against = this.options.testFiles?.length ? `, against ${this.options.testFiles.join(' ')} only` : '';
-    // The commit measured: a row is the file's score until the file or its tests change after it.
-    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const run = `${new Date().toISOString().slice(0, 10)} at ${commit}, ${Math.round(seconds / 60)} min (${tested} mutants tested, ${tested === 0 ? 'n/a' : Math.round(seconds / tested)} s per mutant, the initial test run included)${against}`;
+    const run = `${new Date().toISOString().slice(0, 10)} at ${this.commit}, ${Math.round(seconds / 60)} min (${tested} mutants tested, ${tested === 0 ? 'n/a' : Math.round(seconds / tested)} s per mutant, the initial test run included)${against}`;
 
     const doc = readFileSync(DOC, 'utf8');
     const start = doc.indexOf(START);
