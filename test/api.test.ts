@@ -57,7 +57,11 @@ describe('a body over the limit gets 413', () => {
     expect(answer.status).toBe(413);
     expect(answer.headers['content-type']).toBe('application/problem+json');
     expect(answer.headers.connection).toBe('close');
-    expect(JSON.parse(answer.body)).toMatchObject({ status: 413, title: 'Payload Too Large' });
+    expect(JSON.parse(answer.body)).toMatchObject({
+      status: 413,
+      title: 'Payload Too Large',
+      detail: `The request body is larger than the limit of ${1024 * 1024} bytes.`,
+    });
   });
 
   it('as soon as a chunked body crosses the limit, without waiting for its end', async () => {

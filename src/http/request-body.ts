@@ -8,43 +8,24 @@ import { HttpProblem } from './problem';
  * co-body) keep the body in memory, the cost this service must not pay for a body it does not read.
  */
 export function drainRequestBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<void> {
-  const announced = req.headers['content-length'];
-  if (announced !== undefined && Number(announced) > limit) {
-    return Promise.reject(tooLarge(res, limit));
-  }
+  // Number(undefined) is NaN, above no limit.
+  if (Number(req.headers['content-length']) > limit) return Promise.reject(tooLarge(res, limit));
   // Not when the server answered already (a 408 mid-body) or the connection is closing.
   const answerable = (): boolean => !res.headersSent && canAnswerOn(req.socket);
   if (req.readableEnded) return answerable() ? Promise.resolve() : Promise.reject(new ConnectionClosed());
   sendContinue(res);
 
+  // Listeners stay until the request is collected: a settled promise ignores what they do after.
   return new Promise((resolve, reject) => {
     let received = 0;
-    const cleanup = (): void => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onClosed);
-      res.off('close', onClosed);
-    };
-    const onData = (chunk: Buffer): void => {
+    req.on('data', (chunk: Buffer) => {
       received += chunk.length;
-      if (received > limit) {
-        cleanup();
-        reject(tooLarge(res, limit));
-      }
-    };
-    const onEnd = (): void => {
-      cleanup();
-      if (answerable()) resolve();
-      else reject(new ConnectionClosed());
-    };
+      if (received > limit) reject(tooLarge(res, limit));
+    });
+    req.on('end', () => (answerable() ? resolve() : reject(new ConnectionClosed())));
     // Before the body's end, a request errors ('aborted') when its connection is gone, and its response
     // closes then too, or once the server has answered it (a 408 mid-body, after which the body never ends).
-    const onClosed = (): void => {
-      cleanup();
-      reject(new ConnectionClosed());
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
+    const onClosed = (): void => reject(new ConnectionClosed());
     req.on('error', onClosed);
     res.on('close', onClosed);
   });
