@@ -208,6 +208,9 @@ describe('parseConfig', () => {
       'TRACE_CONTEXT_FROM names a public range, 2001:db8::/32: every host there is believed',
     ]);
     expect(parseConfig({ TRUSTED_PROXIES: '10.0.0.0/7' }).trustWarnings).toHaveLength(1);
+    // An IPv4-mapped range is weighed as the IPv4 range it maps: /104 is 10.0.0.0/8, /100 is 0.0.0.0/4.
+    expect(parseConfig({ TRUSTED_PROXIES: '::ffff:10.0.0.0/104' }).trustWarnings).toEqual([]);
+    expect(parseConfig({ TRUSTED_PROXIES: '::ffff:10.0.0.0/100' }).trustWarnings).toHaveLength(1);
   });
 
   it('rejects METRICS_PORT equal to PORT', () => {

@@ -8,6 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { REFUSAL_LOG_LIMIT, REFUSAL_LOG_MESSAGE } from '../src/http/connections';
+import { PROBE_MAX_CONNECTIONS } from '../src/http/probe-server';
 import { MAX_HEADER_SIZE, METRICS_MAX_CONNECTIONS } from '../src/http/server';
 import { sampleValue, scrape } from './support/exposition';
 import { inProcessForTest, SHORT_TIMEOUTS } from './support/in-process';
@@ -176,6 +177,17 @@ describe("the probe port (PROBE_PORT), which the chart's liveness probe calls", 
     await sleep(300);
     expect(await probe(svc.port)).toBe(200);
     expect((await fetch(`http://127.0.0.1:${probePort}/metrics`)).status).toBe(404);
+    expect(parseResponse(await rawExchange(probePort, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).headers['content-type']).toBe(
+      'text/plain; charset=utf-8',
+    );
+  });
+
+  it(`holds ${PROBE_MAX_CONNECTIONS} connections at once: one more is closed unanswered, with a warn line`, async () => {
+    const probePort = await freePort();
+    const svc = await serviceForTest({ PROBE_PORT: String(probePort) });
+    const holders = await hold(probePort, PROBE_MAX_CONNECTIONS + 1, unfinishedHead('/health', 1000));
+    await vi.waitFor(() => expect(holders.filter((holder) => holder.closedUnanswered())).toHaveLength(1), { timeout: 5000, interval: 50 });
+    expect(await svc.waitForLog((line) => line.msg === REFUSAL_LOG_MESSAGE && line.max_connections === PROBE_MAX_CONNECTIONS)).toMatchObject({ level: 'warn' });
   });
 });
 

@@ -43,14 +43,17 @@ function newTraceContext(): TraceContext {
   return { traceId, parentSpanId, traceparent: `00-${traceId}-${parentSpanId}-01` };
 }
 
-async function postProduct(svc: ServiceProcess, headers: Record<string, string> = {}): Promise<{ status: number; productId: number }> {
+async function postProduct(
+  svc: ServiceProcess,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; productId: number; traceresponse: string | null }> {
   const response = await fetch(`${svc.baseUrl}/product`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'user-agent': USER_AGENT, ...headers },
     body: '{"name":"lamp"}',
   });
   const body = (await response.json()) as { product_id: number };
-  return { status: response.status, productId: body.product_id };
+  return { status: response.status, productId: body.product_id, traceresponse: response.headers.get('traceresponse') };
 }
 
 async function load(svc: ServiceProcess, total: number, concurrency = 10): Promise<{ statuses: Record<number, number>; slowestMs: number }> {
@@ -321,7 +324,10 @@ describe('logs over OTLP (OTEL_LOGS_EXPORTER)', () => {
 });
 
 describe('whose trace context is believed (TRACE_CONTEXT_FROM)', () => {
-  async function postWithClientContext(svc: ServiceProcess, flags: '00' | '01'): Promise<{ trace: TraceContext; userAgent: string }> {
+  async function postWithClientContext(
+    svc: ServiceProcess,
+    flags: '00' | '01',
+  ): Promise<{ trace: TraceContext; userAgent: string; traceresponse: string | null }> {
     const trace = newTraceContext();
     const userAgent = `trust-test/${randomBytes(6).toString('hex')}`;
     const headers = {
@@ -330,8 +336,9 @@ describe('whose trace context is believed (TRACE_CONTEXT_FROM)', () => {
       baggage: 'user=forged',
       'user-agent': userAgent,
     };
-    expect((await postProduct(svc, headers)).status).toBe(201);
-    return { trace, userAgent };
+    const { status, traceresponse } = await postProduct(svc, headers);
+    expect(status).toBe(201);
+    return { trace, userAgent, traceresponse };
   }
 
   describe('a caller outside TRACE_CONTEXT_FROM (unset, the default), even a proxy TRUSTED_PROXIES names', () => {
@@ -357,9 +364,10 @@ describe('whose trace context is believed (TRACE_CONTEXT_FROM)', () => {
   describe('a caller TRACE_CONTEXT_FROM names (127.0.0.1; flags 01: see "OTLP export")', () => {
     const shared = sharedExportingService(TRUSTED_CLIENT);
 
-    it('traceparent flags 00: the default parent-based sampler follows its decision, no span', async () => {
+    it("traceparent flags 00: the default parent-based sampler follows its decision, no span; the traceresponse continues the caller's trace, unsampled", async () => {
       const { svc, collector } = shared;
-      const { userAgent } = await postWithClientContext(svc, '00');
+      const { trace, userAgent, traceresponse } = await postWithClientContext(svc, '00');
+      expect(traceresponse).toMatch(new RegExp(`^00-${trace.traceId}-[0-9a-f]{16}-00$`));
       expect((await spansAfterMarker(svc, collector)).filter((span) => span.attributes['user_agent.original'] === userAgent)).toEqual([]);
     });
   });
@@ -499,11 +507,16 @@ describe('what a span records of a hostile request', () => {
   describe('TRACE_QUERY_PARAMS=page,sort', () => {
     const shared = sharedExportingService({ TRACE_QUERY_PARAMS: 'page,sort' });
 
-    it('records those parameters as sent and every other one as REDACTED, in their order', async () => {
-      const { span } = await tracedRequest(shared, 'POST', '/product?page=2&access_token=tok_live_51Hx&sort=name%20desc&Page=hunter2', ['Host: x']);
-      expect(span.attributes['url.query']).toBe('page=2&REDACTED&sort=name+desc&REDACTED');
-      for (const forged of FORGED) expect(everythingIn(span)).not.toContain(forged);
-    });
+    it.each(['', 'http://forged.example'])(
+      'records those parameters as sent and every other one as REDACTED, in their order (target %j/product?...)',
+      async (absolute) => {
+        const { span } = await tracedRequest(shared, 'POST', `${absolute}/product?page=2&access_token=tok_live_51Hx&sort=name%20desc&Page=hunter2`, [
+          'Host: x',
+        ]);
+        expect(span.attributes['url.query']).toBe('page=2&REDACTED&sort=name+desc&REDACTED');
+        for (const forged of FORGED) expect(everythingIn(span)).not.toContain(forged);
+      },
+    );
   });
 
   describe('TRUSTED_PROXIES=127.0.0.0/8,198.51.100.0/24 (the test client connects from 127.0.0.1)', () => {

@@ -4,7 +4,7 @@ import { problemAnswer, sendProblem } from './problem';
 import { createHttpServer, type ServerOptions } from './server';
 
 /** The kubelet opens one connection per probe (startup, liveness, readiness): room for a few at once, a bound for anything else. */
-const PROBE_MAX_CONNECTIONS = 16;
+export const PROBE_MAX_CONNECTIONS = 16;
 
 /**
  * Liveness on a listener of its own (as kube-proxy's healthz or Envoy's admin port): clients that
