@@ -2,7 +2,7 @@
 import type { ServerResponse } from 'node:http';
 import type Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
-import { context, trace, TraceFlags } from '@opentelemetry/api';
+import { context, trace } from '@opentelemetry/api';
 import { getRPCMetadata } from '@opentelemetry/core';
 import type { Logger } from '../observability/logger';
 import { UNMATCHED_ROUTE, type Metrics } from '../observability/metrics';
@@ -38,8 +38,9 @@ export function recordRequests(logger: Logger, metrics: Metrics, router: Router)
 export function routeOnServerSpan(router: Router): Middleware {
   return function routeOnServerSpan(ctx, next) {
     const rpc = getRPCMetadata(context.active());
-    const route = rpc === undefined ? undefined : routeOfRequest(router, ctx.req);
-    if (rpc !== undefined && route !== undefined) {
+    // Without the SDK's server span there is none. An undefined route (a 404) names no span.
+    if (rpc !== undefined) {
+      const route = routeOfRequest(router, ctx.req);
       ctx.res.prependOnceListener('close', () => {
         rpc.route = route;
       });
@@ -48,12 +49,13 @@ export function routeOnServerSpan(router: Router): Middleware {
   };
 }
 
-/** Every failure, and every error status left without a body, becomes an RFC 9457 answer. */
+/** Every failure, and every answer left without a body (an error status), becomes an RFC 9457 answer. */
 export function answerProblems(logger: Logger, router: Router): Middleware {
   return async function answerProblems(ctx, next) {
     try {
       await next();
-      if (ctx.status >= 400 && ctx.body == null) writeProblem(ctx, ctx.status);
+      // Koa's 404 and the router's 405 are the answers left without a body.
+      if (ctx.body == null) writeProblem(ctx, ctx.status);
     } catch (error) {
       if (error instanceof ConnectionClosed) {
         // Nothing to answer: Koa writes nothing to a gone connection (ctx.writable), which connections.ts records as 499.
@@ -78,7 +80,8 @@ const failures = new WeakMap<ServerResponse, string>();
 function recordFailure(res: ServerResponse, error: unknown): void {
   const exception = error instanceof Error ? error : String(error);
   trace.getActiveSpan()?.recordException(exception);
-  failures.set(res, typeof exception === 'string' ? exception : `${exception.name}: ${exception.message}`);
+  // An Error's string is "name: message".
+  failures.set(res, String(exception));
 }
 
 /** instrumentation-http sets a span's status from the code, without a message; telemetry.ts asks for it here. */
@@ -91,9 +94,8 @@ function writeProblem(ctx: Context, status: number, detail?: string, headers?: R
   ctx.body = answer.body;
 }
 
+/** The samplers OTEL_TRACES_SAMPLER names record exactly the spans they sample. */
 function sampledTraceId(): string | undefined {
   const span = trace.getSpan(context.active());
-  if (span?.isRecording() !== true) return undefined;
-  const { traceId, traceFlags } = span.spanContext();
-  return (traceFlags & TraceFlags.SAMPLED) !== 0 ? traceId : undefined;
+  return span?.isRecording() === true ? span.spanContext().traceId : undefined;
 }
