@@ -65,7 +65,8 @@ describe('graceful shutdown', () => {
   it('answers with Connection: close during the delay, then stops listening', async () => {
     const service = await serviceForTest({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5' });
     service.child.kill('SIGTERM');
-    await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
+    const started = await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
+    expect(started).toMatchObject({ signal: 'SIGTERM', delay_s: 1, timeout_s: 5 });
     const during = await fetch(`${service.baseUrl}/health`);
     expect(during.status).toBe(200);
     expect(during.headers.get('connection')).toBe('close');
@@ -119,6 +120,25 @@ describe('graceful shutdown', () => {
     await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
     service.child.kill('SIGTERM');
     expect(await exitWithin(service.exited, 5000)).toBe(1);
+    expect(service.logLines().at(-1)).toMatchObject({ signal: 'SIGTERM', msg: 'second signal during shutdown: exiting now' });
+  });
+
+  it("two SIGINTs within half a second are one Ctrl-C (the terminal's and npm's); a later one is a second signal", async () => {
+    const service = await serviceForTest({ SHUTDOWN_DELAY: '30', SHUTDOWN_TIMEOUT: '30' });
+    service.child.kill('SIGINT');
+    // Once the first is handled: two signals pending at once are delivered as one.
+    await service.waitForLog((line) => String(line.msg).startsWith('shutdown started'));
+    service.child.kill('SIGINT');
+    await sleep(700);
+    expect(service.child.exitCode).toBeNull();
+    service.child.kill('SIGINT');
+    expect(await exitWithin(service.exited, 5000)).toBe(1);
+    expect(
+      service
+        .logLines()
+        .filter((line) => line.signal === 'SIGINT')
+        .map((line) => line.msg),
+    ).toEqual(['shutdown started: serving with Connection: close until the delay ends', 'second signal during shutdown: exiting now']);
   });
 
   it('SIGINT shuts down like SIGTERM', async () => {
