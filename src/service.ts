@@ -88,7 +88,6 @@ export async function runService(telemetry: Telemetry): Promise<void> {
   const { apiServer, metricsServer, probeServer } = service;
   installGracefulShutdown({
     apiServer,
-    sideServers: probeServer === undefined ? [metricsServer] : [metricsServer, probeServer],
     delayMs: config.shutdownDelayMs,
     timeoutMs: config.shutdownTimeoutMs,
     logger,

@@ -329,6 +329,7 @@ describe('pipelining', () => {
     expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE)).toEqual([
       expect.objectContaining({ level: 'warn', detail: `The connection sent more than ${MAX_REQUESTS_PER_CONNECTION} requests.`, peer: '127.0.0.1' }),
     ]);
+    expect(sampleValue(await svc.exposition(), 'product_service_http_requests_refused_total', { reason: 'pipelining_limit' })).toBe(1);
   });
 
   it('an HTTP/1.0 client pipelining keep-alive requests gets one answer, with Connection: close (the bound counts HTTP/1.1 only)', async () => {
@@ -474,6 +475,8 @@ describe('refusals in the log', () => {
     expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE)).toEqual([
       expect.objectContaining({ level: 'info', status: 400, code: 'HPE_INVALID_TRANSFER_ENCODING', peer: '127.0.0.1' }),
     ]);
+    // Refused by the parser, before the application had the request.
+    expect(svc.logs.find((line) => line.msg === REFUSAL_LOG_MESSAGE)).not.toHaveProperty('in_application');
     await Promise.all(Array.from({ length: REFUSAL_LOG_LIMIT.lines + 50 }, () => rawExchange(svc.port, 'BROKEN\r\n\r\n')));
     expect(svc.logs.filter((line) => line.msg === REFUSAL_LOG_MESSAGE)).toHaveLength(REFUSAL_LOG_LIMIT.lines);
 

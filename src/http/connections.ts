@@ -75,6 +75,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
    */
   const refuse = (target: ServerResponse | Duplex, refusal: Refusal, inApplication = false): void => {
     const { status, detail, code } = refusal;
+    // Stryker disable next-line StringLiteral: every status refused here has its reason
     if (!inApplication) options.metrics?.countRefusedRequest(REFUSAL_BY_STATUS[status] ?? 'bad_request');
     const res = target instanceof ServerResponse ? target : undefined;
     const socket = res?.req.socket ?? (target as Duplex);
@@ -179,7 +180,7 @@ function clientErrorStatus(error: ParserError): number {
 /** A well-formed line naming another version (HTTP/3.0), not broken syntax reported the same way. */
 function namesAnotherVersion(error: ParserError): boolean {
   const { rawPacket: raw, bytesParsed: at } = error;
-  // Stryker disable next-line ConditionalExpression,LogicalOperator: a parser error always carries both; the check is for the types
+  // Stryker disable next-line ConditionalExpression,LogicalOperator,BooleanLiteral: a parser error always carries both; the check is for the types
   if (raw === undefined || at === undefined) return false;
   // Stryker disable next-line ConditionalExpression,EqualityOperator: at 0, lastIndexOf finds nothing and the line starts at 0 too
   const lineStart = at > 0 ? raw.lastIndexOf(0x0a, at - 1) + 1 : 0;
