@@ -34,6 +34,7 @@ describe('clientAddress', () => {
     ['10.1.2.3', '198.51.100.7:4711', '198.51.100.7'],
     ['10.1.2.3', '[2001:db8::7]:4711', '2001:db8::7'],
     ['10.1.2.3', '2001:db8::7', '2001:db8::7'],
+    ['10.1.2.3', '[2001:db8::7]', '2001:db8::7'],
     // IPv6 proxies, and an IPv4 proxy seen through a dual-stack listener.
     ['fd00::1', '198.51.100.7', '198.51.100.7'],
     ['::ffff:10.1.2.3', '198.51.100.7', '198.51.100.7'],
@@ -41,13 +42,21 @@ describe('clientAddress', () => {
     ['10.1.2.3', 'unknown', '10.1.2.3'],
     ['10.1.2.3', '198.51.100.7, _hidden, 10.4.4.4', '10.4.4.4'],
     ['10.1.2.3', '', '10.1.2.3'],
+    // Only a whole entry is an address, with a port if any: anything around it makes it none.
+    ['10.1.2.3', 'x[2001:db8::7]:4711', '10.1.2.3'],
+    ['10.1.2.3', '[2001:db8::7]:47x', '10.1.2.3'],
+    ['10.1.2.3', '[not-an-address]', '10.1.2.3'],
+    ['10.1.2.3', 'x198.51.100.7:4711', '10.1.2.3'],
+    ['10.1.2.3', '198.51.100.7:47x', '10.1.2.3'],
+    ['10.1.2.3', '999.51.100.7:4711', '10.1.2.3'],
     ['10.1.2.3', ['203.0.113.66', '198.51.100.7'], '198.51.100.7'],
   ])('peer %s, X-Forwarded-For %j: %s', (peer, forwardedFor, expected) => {
     expect(clientAddress(peer, forwardedFor, trusted)).toBe(expected);
   });
 
-  it('without trusted proxies, the peer whatever the header says', () => {
+  it('without trusted proxies, the peer whatever the header says; without a peer (the socket is gone), none', () => {
     expect(clientAddress('10.1.2.3', '198.51.100.7', undefined)).toBe('10.1.2.3');
+    expect(clientAddress(undefined, '198.51.100.7', trusted)).toBeUndefined();
   });
 });
 
