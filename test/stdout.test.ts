@@ -193,6 +193,24 @@ describe("the SDK's diagnostics on a stderr", () => {
     return { diag: stderrDiagLogger(fd), file };
   };
 
+  it('are one line each, a message of several lines (a stack) joined by single spaces, at each of the five levels', async () => {
+    const { diag, file } = onFile();
+    diag.error('export failed:\n    at send (exporter.js:1)\n  at flush');
+    diag.warn('w');
+    diag.info('i');
+    diag.debug('d');
+    diag.verbose('v');
+    await vi.waitFor(() => expect(readFileSync(file, 'utf8').split('\n')).toHaveLength(6), { timeout: 2000, interval: 20 });
+    expect(readFileSync(file, 'utf8').split('\n')).toEqual([
+      'opentelemetry error: export failed: at send (exporter.js:1) at flush',
+      'opentelemetry warn: w',
+      'opentelemetry info: i',
+      'opentelemetry debug: d',
+      'opentelemetry verbose: v',
+      '',
+    ]);
+  });
+
   it('say a message repeated within a minute once, and how many times more when it comes again after the minute', async () => {
     const { diag, file } = onFile();
     const now = Date.now();
