@@ -73,7 +73,7 @@ export async function runService(telemetry: Telemetry): Promise<void> {
     faults: config,
     queueTime: config.queueTime,
   });
-  const logger = createLogger({ level: config.logLevel, service: info, onDroppedLines: (lines) => metrics.countLogLinesDropped(lines) });
+  const logger = createLogger({ level: config.logLevel, service: info, onDroppedLine: metrics.countLogLineDropped });
   exitOnUnexpectedFailure(logger);
 
   const service = createService({ config, logger, metrics });

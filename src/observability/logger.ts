@@ -8,13 +8,11 @@ export interface LoggerOptions {
   service: { name: string; version: string };
   /** Where lines go; stdout by default. Tests pass a stream to read the lines back. */
   destination?: DestinationStream;
-  /** Told how many lines stdout dropped, each time it drops some (its buffer was full). */
-  onDroppedLines?: (lines: number) => void;
+  /** Told each time stdout drops a line (its buffer was full). */
+  onDroppedLine: () => void;
 }
 
 type SonicBoom = ReturnType<typeof pino.destination>;
-
-const stdoutOf = new WeakMap<Logger, SonicBoom>();
 
 /** JSON lines on stdout; level as a word and time as ISO-8601 so that a log search needs no lookup table. */
 export function createLogger(options: LoggerOptions): Logger {
@@ -29,22 +27,17 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     options.destination ?? stdout,
   );
-  if (stdout !== undefined) {
-    stdoutOf.set(logger, stdout);
-    reportDroppedLines(stdout, logger, options.onDroppedLines);
-  }
+  if (stdout !== undefined) reportDroppedLines(stdout, logger, options.onDroppedLine);
   return logger;
 }
 
 /** Counts the lines stdout drops and says how many once it drains: written into an emptied buffer, that line is never dropped. */
-function reportDroppedLines(stdout: SonicBoom, logger: Logger, onDroppedLines: ((lines: number) => void) | undefined): void {
+function reportDroppedLines(stdout: SonicBoom, logger: Logger, onDroppedLine: () => void): void {
   let unreported = 0;
-  stdout.on('drop', (data: string | Buffer) => {
-    let lines = 0;
-    for (let at = data.indexOf('\n'); at !== -1; at = data.indexOf('\n', at + 1)) lines += 1;
-    lines = Math.max(lines, 1);
-    unreported += lines;
-    onDroppedLines?.(lines);
+  // pino writes a line at a time, so each drop is one line.
+  stdout.on('drop', () => {
+    unreported += 1;
+    onDroppedLine();
   });
   stdout.on('drain', () => {
     if (unreported === 0) return;
@@ -96,9 +89,6 @@ function stdoutDestination(periodicFlush: boolean): SonicBoom {
 /** Exits once stdout took the last lines (the ones that say why), or after `waitMs` without them. */
 export function exitAfterFlush(logger: Logger, code: number, waitMs = EXIT_FLUSH_TIMEOUT_MS): void {
   logger.flush(() => process.exit(code));
-  setTimeout(() => {
-    // pino's exit handler skips a destroyed stream.
-    stdoutOf.get(logger)?.destroy();
-    process.exit(code);
-  }, waitMs).unref();
+  // At exit, stdout's flushSync writes what the pipe takes and drops the rest (stdoutDestination).
+  setTimeout(() => process.exit(code), waitMs).unref();
 }

@@ -110,7 +110,7 @@ export function createMetrics(options: MetricsOptions) {
   return {
     registry,
     countProductIdIssued: (): void => productIdsIssued.inc(),
-    countLogLinesDropped: (lines: number): void => logLinesDropped.inc(lines),
+    countLogLineDropped: (): void => logLinesDropped.inc(),
     countRefusedRequest: (reason: RefusalReason): void => refused.inc({ reason }),
     /** Starts the request's recorded duration, earlier by its queue time when a trusted proxy says it. */
     requestReceived(req: IncomingMessage): void {

@@ -75,7 +75,7 @@ export function debugLogger(): { logger: ReturnType<typeof createLogger>; logs: 
       callback();
     },
   });
-  return { logger: createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination }), logs };
+  return { logger: createLogger({ level: 'debug', service: { name: 'product-service', version: 'test' }, destination, onDroppedLine: () => {} }), logs };
 }
 
 function closeNow(server: Server): Promise<void> {
