@@ -35,6 +35,15 @@ function startSlowUpload(port: number): { req: ClientRequest; outcome: Promise<O
   return { req, outcome };
 }
 
+/** A service exporting to a collector that hangs or refuses, with one span left for the shutdown's flush. */
+async function serviceWithSpanLeft(collectorMode: 'hang' | 'error', env: Record<string, string> = {}) {
+  const collector = await startOtlpReceiver(collectorMode, { errorStatus: 500 }); // 500 is not retried
+  onTestFinished(() => collector.close());
+  const service = await serviceForTest({ SHUTDOWN_DELAY: '0', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '60000', ...env });
+  expect((await post(service.port, new Agent())).status).toBe(201);
+  return service;
+}
+
 describe('graceful shutdown', () => {
   it('SIGTERM under concurrent keep-alive load loses no request that was sent, and exits 0', async () => {
     const service = await serviceForTest({ SHUTDOWN_DELAY: '1', SHUTDOWN_TIMEOUT: '5', LOG_LEVEL: 'warn' });
@@ -92,15 +101,7 @@ describe('graceful shutdown', () => {
 
   it('gives up on in-flight requests after SHUTDOWN_TIMEOUT, closing them before the last spans are flushed, and still exits 0', async () => {
     // A collector that never answers holds the flush for its whole budget (1 s once the timeout has passed).
-    const collector = await startOtlpReceiver('hang');
-    onTestFinished(() => collector.close());
-    const service = await serviceForTest({
-      SHUTDOWN_DELAY: '0',
-      SHUTDOWN_TIMEOUT: '1',
-      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
-      OTEL_BSP_SCHEDULE_DELAY: '60000',
-    });
-    expect((await post(service.port, new Agent())).status).toBe(201); // a span left for the flush
+    const service = await serviceWithSpanLeft('hang', { SHUTDOWN_TIMEOUT: '1' });
     const upload = startSlowUpload(service.port);
     await sleep(200);
     const started = Date.now();
@@ -117,15 +118,7 @@ describe('graceful shutdown', () => {
   });
 
   it('gives the last spans what is left of SHUTDOWN_TIMEOUT once the requests are drained, and says so when a collector takes it all', async () => {
-    const collector = await startOtlpReceiver('hang');
-    onTestFinished(() => collector.close());
-    const service = await serviceForTest({
-      SHUTDOWN_DELAY: '0',
-      SHUTDOWN_TIMEOUT: '3',
-      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
-      OTEL_BSP_SCHEDULE_DELAY: '60000',
-    });
-    expect((await post(service.port, new Agent())).status).toBe(201);
+    const service = await serviceWithSpanLeft('hang', { SHUTDOWN_TIMEOUT: '3' });
     service.child.kill('SIGTERM');
     expect(await exitWithin(service.exited, 10_000)).toBe(0);
     const warning = service.logLines().find((line) => String(line.msg).includes('telemetry flush did not finish'));
@@ -134,10 +127,7 @@ describe('graceful shutdown', () => {
   });
 
   it('exits 0 with a warning when the collector refuses the last spans', async () => {
-    const collector = await startOtlpReceiver('error', { errorStatus: 500 }); // not retried
-    onTestFinished(() => collector.close());
-    const service = await serviceForTest({ SHUTDOWN_DELAY: '0', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '60000' });
-    expect((await post(service.port, new Agent())).status).toBe(201);
+    const service = await serviceWithSpanLeft('error');
     service.child.kill('SIGTERM');
     expect(await exitWithin(service.exited, 10_000)).toBe(0);
     const warnings = service.logLines().filter((line) => line.level === 'warn');

@@ -56,39 +56,27 @@ export const EXIT_FLUSH_TIMEOUT_MS = 2000;
 
 /**
  * Asynchronous and buffered, so that a stuck stdout (a log shipper not reading) never holds a
- * request, the event loop or the exit: the buffer is bounded; opening process.stdout makes a pipe
- * non-blocking, so a full pipe is retried from a timer instead of blocking a thread-pool thread
- * that process.exit() would wait for; flushSync does nothing before exit and, at exit, writes what
- * the pipe takes and drops the rest. Upstream: https://github.com/pinojs/sonic-boom/issues/65
+ * request, the event loop or the exit: the buffer is bounded, and opening process.stdout makes a
+ * pipe non-blocking, so a full pipe is retried from a timer instead of blocking a thread-pool thread
+ * that process.exit() would wait for.
  */
 function stdoutDestination(periodicFlush: boolean): SonicBoom {
-  let exiting = false;
-  // Before pino's own 'exit' handler, whichever was registered first.
-  process.prependOnceListener('exit', () => (exiting = true));
   const stdout = pino.destination({
     dest: process.stdout.fd,
     sync: false,
     minLength: 4096,
     maxLength: STDOUT_BUFFER_MAX_BYTES,
     periodicFlush: periodicFlush ? STDOUT_FLUSH_INTERVAL_MS : 0,
-    // While running, a full pipe is waited for (asynchronously); while exiting, it is not.
-    retryEAGAIN: () => !exiting,
   });
-  const flushSync = stdout.flushSync.bind(stdout);
-  stdout.flushSync = () => {
-    if (!exiting) return;
-    try {
-      flushSync();
-    } catch {
-      // EAGAIN: the pipe is full and what it did not take is lost with the process.
-    }
-  };
+  // pino flushes synchronously after a fatal line and at exit, which on a full pipe waits for the reader
+  // forever (https://github.com/pinojs/sonic-boom/issues/65): exitAfterFlush flushes asynchronously instead.
+  stdout.flushSync = () => undefined;
   return stdout;
 }
 
 /** Exits once stdout took the last lines (the ones that say why), or after `waitMs` without them. */
 export function exitAfterFlush(logger: Logger, code: number, waitMs = EXIT_FLUSH_TIMEOUT_MS): void {
   logger.flush(() => process.exit(code));
-  // At exit, stdout's flushSync writes what the pipe takes and drops the rest (stdoutDestination).
+  // Lines a stuck stdout did not take by then are lost with the process.
   setTimeout(() => process.exit(code), waitMs).unref();
 }
