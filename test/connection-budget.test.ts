@@ -157,6 +157,7 @@ describe("the probe port (PROBE_PORT), which the chart's liveness probe calls", 
   it('answers GET /health on every new connection while the API port (MAX_CONNECTIONS=50) and the metrics port are held full; readiness, /health on the API port, fails meanwhile and answers once they close', async () => {
     const probePort = await freePort();
     const svc = await serviceForTest({ MAX_CONNECTIONS: '50', PROBE_PORT: String(probePort) });
+    expect(await svc.waitForLog((line) => line.msg === 'product-service listening')).toMatchObject({ probe_port: probePort });
     // As the kubelet probes: a new connection each time (fetch would reuse one), its timeout (the chart's readiness probe: 2 s).
     const probe = async (port: number): Promise<number | string> => {
       const raw = await rawExchange(port, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 2000);

@@ -53,6 +53,9 @@ describe('the built service at the default level (info)', () => {
     }
     const messages = lines.map((line) => String(line.msg));
     expect(messages[0]).toBe('product-service listening');
+    // Where it listens; no probe port unless PROBE_PORT names one.
+    expect(lines[0]).toMatchObject({ port: svc.port, metrics_port: svc.metricsPort, host: '127.0.0.1', node: process.version });
+    expect(lines[0]).not.toHaveProperty('probe_port');
     // Nothing to warn of at the defaults: no fault injected (FAULT_*), no public trusted range.
     expect(lines.filter((line) => line.level === 'warn')).toEqual([]);
     expect(messages.some((msg) => msg.startsWith('shutdown started'))).toBe(true);

@@ -116,9 +116,8 @@ export function startTelemetry(env: WritableEnv = process.env): Telemetry {
   // An SDK that NODE_OPTIONS=--require loaded first (the OpenTelemetry Operator's injection) registered a tracer provider
   // in the global slot every 1.x API copy shares: a second SDK would patch http again and fail to register, so it stays alone.
   if ((globalThis as Record<symbol, { trace?: unknown } | undefined>)[Symbol.for('opentelemetry.js.api.1')]?.trace !== undefined) {
-    const preloaded = [...(env.NODE_OPTIONS ?? '').matchAll(/(?:--require|-r)[= ]\s*(\S+)/g)].map((match) => match[1]).join(', ');
     process.stderr.write(
-      `product-service: another OpenTelemetry SDK is running (NODE_OPTIONS requires ${preloaded || 'none'}; the OpenTelemetry Operator's injection does this): it alone traces, with its own settings, and this service's SDK is not started (no probe filtering, span attribute rules or trusted trace context)\n`,
+      `product-service: another OpenTelemetry SDK is running (a --require in NODE_OPTIONS, as the OpenTelemetry Operator's injection does): it alone traces, with its own settings, and this service's SDK is not started (no probe filtering, span attribute rules or trusted trace context)\n`,
     );
     return DISABLED;
   }

@@ -48,8 +48,8 @@ export async function startInProcess(overrides: InProcessOverrides = {}, serverO
     serverOptions,
   });
   await service.listen();
-  const port = portOf(service.apiServer) ?? 0;
-  const metricsPort = portOf(service.metricsServer) ?? 0;
+  const port = portOf(service.apiServer);
+  const metricsPort = portOf(service.metricsServer);
   return {
     port,
     baseUrl: `http://127.0.0.1:${port}`,
