@@ -5,6 +5,7 @@
 // npm-parent watcher). The dev loop stays out: it proves tooling.
 import { appendFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer } from 'vitest/node';
 import base from './vitest.config.mts';
 
 /**
@@ -45,7 +46,18 @@ const timings = {
 // Every file's tests get what its beforeAll hooks reached, and spawned services report theirs (test/support/mutants.ts).
 const setupFiles = ['test/support/mutants.ts'];
 const processProject = base.test.projects.find((project) => project.test.name === 'process');
-const PROCESS_SUITES = ['shutdown', 'telemetry', 'logging', 'stdout', 'otel-config', 'hostile-http', 'npm-stop'].map((name) => `test/${name}.test.ts`);
+// In this order, the stuck-stdout suite (minutes) last: a killed mutant's run stops at its first failure, and
+// vitest's own order (the slowest file first) spent minutes on stdout.test before the SDK's suites could fail.
+const PROCESS_SUITES = ['otel-config', 'telemetry', 'logging', 'shutdown', 'hostile-http', 'npm-stop', 'stdout'].map((name) => `test/${name}.test.ts`);
+
+class ProcessSuitesInOrder extends BaseSequencer {
+  async sort(files) {
+    const sorted = await super.sort(files);
+    const rank = (file) => PROCESS_SUITES.findIndex((suite) => file.moduleId.endsWith(suite));
+    const suites = sorted.filter((file) => file.project.name === 'process-suites').sort((a, b) => rank(a) - rank(b));
+    return [...sorted.filter((file) => file.project.name !== 'process-suites'), ...suites];
+  }
+}
 
 export default defineConfig({
   test: {
@@ -64,6 +76,7 @@ export default defineConfig({
         test: { ...processProject.test, name: 'process-suites', include: PROCESS_SUITES, setupFiles, sequence: { groupOrder: 2 }, maxConcurrency: 1 },
       },
     ],
+    sequence: { sequencer: ProcessSuitesInOrder },
     reporters: process.env.MUTATION_TIMINGS === undefined ? ['default'] : ['default', timings],
   },
 });
