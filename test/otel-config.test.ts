@@ -39,20 +39,25 @@ describe('OpenTelemetry configuration mistakes', () => {
   it('each malformed OTEL_RESOURCE_ATTRIBUTES entry is left out in one line, an empty one silently, and the valid entries still apply', async () => {
     const receiver = await startOtlpReceiver();
     onTestFinished(() => receiver.close());
+    // Each would make the SDK drop every entry: no key=value, a blank key, a bad percent-encoding, a key or value over 255 characters.
+    const longest = 'k'.repeat(255);
+    const malformed = ['broken', ' =nokey', 'tier=%E0%A4%A', `${longest}k=v`, `long=${'v'.repeat(256)}`];
     const stderr = await stderrOf(
       {
         OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-        OTEL_RESOURCE_ATTRIBUTES: 'team=shop,broken,, ,tier=%E0%A4%A,region=eu%2Dwest',
+        OTEL_RESOURCE_ATTRIBUTES: ['team=shop', '', ' ', ...malformed, 'region=eu%2Dwest', `${longest}=${'v'.repeat(255)}`].join(','),
         OTEL_BSP_SCHEDULE_DELAY: '100',
       },
       () => receiver.waitForSpans(() => true),
     );
     expect(stderr.trim().split('\n')).toEqual(
-      ['"broken"', '"tier=%E0%A4%A"'].map(
-        (entry) =>
-          `product-service: OTEL_RESOURCE_ATTRIBUTES entry ${entry} is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply`,
-      ),
+      malformed
+        .map((entry) => JSON.stringify(entry))
+        .map(
+          (entry) =>
+            `product-service: OTEL_RESOURCE_ATTRIBUTES entry ${entry} is not key=value (percent-encode ',' and '=', at most 255 characters): left out, the other entries apply`,
+        ),
     );
-    expect(receiver.spans[0]?.resource).toMatchObject({ team: 'shop', region: 'eu-west' });
+    expect(receiver.spans[0]?.resource).toMatchObject({ team: 'shop', region: 'eu-west', [longest]: 'v'.repeat(255) });
   });
 });
